@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Sets up what is missing for shipyard: Debian packages, the .venv, the editable install with dev extras.
+# Idempotent, and about a second when everything is present (a stamp keyed on the dependency files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages shipyard needs at run and test time (add openmpi-bin, chromium here when they land).
+APT_PACKAGES="bubblewrap"
+VENV=.venv
+STAMP_DIR="$VENV/.shipyard-setup"
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+# Root runs commands directly (CI, fresh machines); everyone else goes through sudo when it exists.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root for: $*  (run it as root, or install sudo)"
+    fi
+}
+
+pick_python() {
+    for candidate in python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+           "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"; return
+        fi
+    done
+    die "Python >= 3.11 not found (on Debian 12: apt-get install python3)"
+}
+
+is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# --- Python interpreter (needed first: Debian's python3 cannot make a venv without python3-venv) ---
+PYTHON=""
+if [ ! -x "$VENV/bin/python" ]; then
+    PYTHON=$(pick_python)
+fi
+
+# --- Debian packages ---
+if command -v dpkg-query >/dev/null 2>&1; then
+    wanted="$APT_PACKAGES"
+    if [ -n "$PYTHON" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        wanted="$wanted python3-venv"
+    fi
+    missing=""
+    for pkg in $wanted; do
+        is_installed "$pkg" || missing="$missing $pkg"
+    done
+    if [ -n "$missing" ]; then
+        say "installing Debian packages:$missing"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        # shellcheck disable=SC2086  # the list is meant to split into words
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
+else
+    say "warning: not a Debian system; make sure these are installed: $APT_PACKAGES"
+fi
+
+# --- virtualenv ---
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+# --- Python packages: reinstalled only when the dependency files change ---
+key=$(cat pyproject.toml constraints-dev.txt | sha256sum | cut -c1-16)
+if [ ! -f "$STAMP_DIR/$key" ]; then
+    say "installing shipyard and dev dependencies into $VENV (the first run takes a few minutes)"
+    "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check \
+        -c constraints-dev.txt -e '.[dev]'
+    rm -rf "$STAMP_DIR"
+    mkdir -p "$STAMP_DIR"
+    touch "$STAMP_DIR/$key"
+fi
+say "ready ($VENV/bin/python)"

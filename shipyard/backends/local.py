@@ -1,0 +1,149 @@
+"""The embedded default: every instance is an agent process on this machine, in a bubblewrap sandbox
+when the machine allows it (private /opt/ml, host name algo-N), else a plain process whose SM_*
+variables point at the instance's own directory (scripts that hard-code /opt/ml then cannot work)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from shipyard.backends import sandbox
+from shipyard.contract.layout import SANDBOX_BASE
+from shipyard.runtime.config import AgentConfig
+from shipyard.spec.job import JobSpec
+
+
+@dataclass(frozen=True)
+class InstancePlan:
+    host: str
+    argv: list[str]            # exactly what is executed for this instance
+    config: AgentConfig
+    instance_dir: Path
+    sandbox_problem: str | None
+
+    @property
+    def config_path(self) -> Path:
+        return self.instance_dir / "agent.json"
+
+    @property
+    def hosts_path(self) -> Path:
+        return self.instance_dir / "hosts"
+
+    @property
+    def ml_dir(self) -> Path:
+        return self.instance_dir / "ml"
+
+
+class Instance:
+    """A started instance: the sandbox (or agent) process and everything it started."""
+
+    def __init__(self, plan: InstancePlan, process: subprocess.Popen) -> None:
+        self.plan, self.process = plan, process
+
+    @property
+    def host(self) -> str:
+        return self.plan.host
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def terminate(self) -> None:
+        """SIGTERM to every process in the instance but bubblewrap's own (which would tear the sandbox
+        down at once): the agent and the script get their notice period."""
+        for proc in self._tree():
+            try:
+                if proc.name() != "bwrap":
+                    proc.send_signal(signal.SIGTERM)
+            except psutil.NoSuchProcess:
+                pass
+        if self.plan.sandbox_problem is not None and self.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        procs = [*self._tree()]
+        try:
+            procs.append(psutil.Process(self.process.pid))
+        except psutil.NoSuchProcess:
+            pass
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.process.wait()
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, job_dir: Path) -> None:
+        self.job_dir = job_dir
+
+    def plan(self, spec: JobSpec, resources: list, master_port: int) -> list[InstancePlan]:
+        """Pure: what would run for every instance, given the resources each gets."""
+        problem = sandbox.bwrap_problem()
+        hosts = spec.hosts
+        addresses = {host: sandbox.host_address(i) for i, host in enumerate(hosts, start=1)}
+        plans = []
+        for host, res in zip(hosts, resources, strict=True):
+            instance_dir = self.job_dir / "instances" / host
+            config = AgentConfig(
+                job_name=spec.job_name,
+                host=host,
+                hosts=tuple(hosts),
+                base=str(SANDBOX_BASE if problem is None else instance_dir / "ml"),
+                instance_dir=str(instance_dir),
+                log_path=str(self.job_dir / "logs" / f"{host}.log"),
+                events_path=str(self.job_dir / "events" / f"{host}.jsonl"),
+                hyperparameters=spec.hyperparameters,
+                channels=spec.channels,
+                num_cpus=res.vcpus,
+                gpu_ids=tuple(res.gpus),
+                master_port=master_port,
+                host_addresses=addresses,
+                sandboxed=problem is None,
+                environment=spec.environment,
+                instance_type=spec.instance_type,
+            )
+            argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
+            if problem is None:
+                argv = sandbox.wrap(argv, ml_dir=instance_dir / "ml", hosts=instance_dir / "hosts", hostname=host)
+            plans.append(InstancePlan(host, argv, config, instance_dir, problem))
+        return plans
+
+    def prepare(self, plan: InstancePlan) -> None:
+        plan.ml_dir.mkdir(parents=True, exist_ok=True)
+        for path in (plan.config.log_path, plan.config.events_path):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        plan.hosts_path.write_text(sandbox.hosts_file(plan.config.host_addresses))
+        plan.config.write(plan.config_path)
+
+    def start(self, plan: InstancePlan) -> Instance:
+        log_fd = os.open(plan.config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            process = subprocess.Popen(
+                plan.argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                start_new_session=True, preexec_fn=None if plan.sandbox_problem is None else _die_with_parent,
+            )
+        finally:
+            os.close(log_fd)
+        return Instance(plan, process)
+
+
+def _die_with_parent() -> None:
+    """Without a sandbox, PR_SET_PDEATHSIG does what bwrap's --die-with-parent does."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)

@@ -1,0 +1,139 @@
+"""What this machine has, and how N instances of one type are carved out of it.
+
+`plan_instances` is pure (a machine description in, per-instance shares out) so placement can be tested and
+shown in a dry run without a GPU; `detect()` is the only part that looks at the real machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.errors import CapacityError, ValidationError
+from shipyard.spec.catalog import InstanceType
+
+# MemTotal is a few percent below the nominal RAM (the kernel keeps some), and so is a real ml.* instance's;
+# without slack a 16 GiB machine could not run one 16 GiB instance.
+MEMORY_SLACK = 1.05
+NVIDIA_SMI_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class MachineResources:
+    vcpus: int
+    memory_gib: float
+    gpus: tuple[str, ...]  # device ids as CUDA_VISIBLE_DEVICES takes them
+
+
+@dataclass(frozen=True)
+class InstanceResources:
+    vcpus: int
+    memory_gib: float | None  # None: no limit of its own, shares the machine's
+    gpus: tuple[str, ...]  # becomes this instance's CUDA_VISIBLE_DEVICES
+
+
+def _memory_gib() -> float:
+    total = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    if total is None:
+        import psutil  # only off Linux
+
+        total = psutil.virtual_memory().total
+    try:  # a container's memory limit (cgroup v2) is what we really have
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return total / 2**30
+
+
+def _vcpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # honours taskset / cpusets, unlike cpu_count
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _gpus() -> tuple[str, ...]:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ()
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()  # a driver that does not answer is a machine without usable GPUs
+    found = tuple(line.strip() for line in out.splitlines() if line.strip())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not found:
+        return found
+    # The user already restricted this process's GPUs; split only those.
+    return tuple(dev.strip() for dev in visible.split(",") if dev.strip() and not dev.strip().startswith("-"))
+
+
+def detect() -> MachineResources:
+    return MachineResources(vcpus=_vcpus(), memory_gib=_memory_gib(), gpus=_gpus())
+
+
+def _split_gpus(gpus: tuple[str, ...], count: int, per_instance: int) -> list[tuple[str, ...]]:
+    return [gpus[i * per_instance:(i + 1) * per_instance] for i in range(count)]
+
+
+def plan_instances(
+    instance_type: InstanceType, count: int, machine: MachineResources, oversubscribe: bool = False
+) -> list[InstanceResources]:
+    """Per-instance CPU, memory and GPU shares for `count` instances of `instance_type` on `machine`.
+
+    Sized types must fit side by side; `oversubscribe` lets CPU and memory be shared beyond that, never
+    GPUs, which are always handed out disjointly."""
+    if count < 1:
+        raise ValidationError("instance_count", count, "must be at least 1")
+    it, have_gpus = instance_type, len(machine.gpus)
+    label = f"{count} x {it.name}"
+
+    if it.gpus is None:  # all of the machine's GPUs, evenly
+        if have_gpus == 0:
+            raise CapacityError(f"{label}: {it.name} needs GPUs and this machine has none; use 'local'")
+        if count > have_gpus:
+            raise CapacityError(
+                f"{label}: every instance needs a GPU and this machine has {have_gpus}; "
+                f"use at most {have_gpus} instances (GPUs cannot be oversubscribed)"
+            )
+        per_gpu = have_gpus // count
+    else:
+        per_gpu = it.gpus
+        if count * per_gpu > have_gpus:
+            raise CapacityError(
+                f"{label} needs {count * per_gpu} GPUs and this machine has {have_gpus} "
+                "(GPUs cannot be oversubscribed); use fewer instances or a smaller type"
+            )
+
+    short = []
+    if it.vcpus is not None and count * it.vcpus > machine.vcpus:
+        short.append(f"{count * it.vcpus} vCPUs (this machine has {machine.vcpus})")
+    if it.memory_gib is not None and count * it.memory_gib > machine.memory_gib * MEMORY_SLACK:
+        short.append(f"{count * it.memory_gib:g} GiB memory (this machine has {machine.memory_gib:.1f})")
+    if short and not oversubscribe:
+        raise CapacityError(
+            f"{label} needs {' and '.join(short)}; use fewer or smaller instances, or let instances "
+            "share CPUs and memory with oversubscribe=True (--oversubscribe)"
+        )
+
+    # An instance cannot use more than the machine has, whatever its type says (SM_NUM_CPUS reports this).
+    vcpus = machine.vcpus if it.vcpus is None else min(it.vcpus, machine.vcpus)
+    memory = None if it.memory_gib is None else min(it.memory_gib, machine.memory_gib)
+    return [
+        InstanceResources(vcpus=vcpus, memory_gib=memory, gpus=gpus)
+        for gpus in _split_gpus(machine.gpus, count, per_gpu)
+    ]

@@ -1,0 +1,100 @@
+"""A job as DescribeTrainingJob returns it (same field names), built from the store's record."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from shipyard.control.reconcile import reconcile
+from shipyard.store import JobRecord, Store
+
+ARN_PREFIX = "arn:shipyard:sagemaker:local:000000000000:training-job/"
+
+
+def _time(ts: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc) if ts is not None else None
+
+
+def final_metrics(store: Store, name: str) -> list[dict]:
+    """The last value of each metric, with its timestamp (at most 40 entries, as SageMaker keeps)."""
+    last: dict[str, dict] = {}
+    for point in store.metrics(name):
+        last[point["name"]] = point
+    return [
+        {"MetricName": metric, "Value": point["value"], "Timestamp": _time(point["ts"])}
+        for metric, point in list(last.items())[:40]
+    ]
+
+
+def describe(store: Store, name: str) -> dict:
+    record = reconcile(store, name)
+    return describe_record(store, record)
+
+
+def describe_record(store: Store, record: JobRecord) -> dict:
+    spec = record.spec
+    end = record.training_end_time
+    training_seconds = (
+        int(round(end - record.training_start_time)) if end and record.training_start_time else None
+    )
+    description = {
+        "TrainingJobName": spec.job_name,
+        "TrainingJobArn": ARN_PREFIX + spec.job_name,
+        "ModelArtifacts": {"S3ModelArtifacts": record.model_artifacts or _expected_model(spec)},
+        "TrainingJobStatus": record.status,
+        "SecondaryStatus": record.secondary_status,
+        "HyperParameters": dict(spec.hyperparameters),
+        "AlgorithmSpecification": {
+            "TrainingImage": None,
+            "TrainingInputMode": "File",
+            "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
+            "EnableSageMakerMetricsTimeSeries": True,
+        },
+        "InputDataConfig": [
+            {
+                "ChannelName": c.name,
+                "DataSource": {"S3DataSource": {
+                    "S3DataType": c.s3_data_type, "S3Uri": c.uri, "S3DataDistributionType": c.distribution,
+                }},
+                **({"ContentType": c.content_type} if c.content_type else {}),
+                "CompressionType": "None",
+                "RecordWrapperType": c.record_wrapping or "None",
+                "InputMode": c.input_mode,
+            }
+            for c in spec.channels
+        ],
+        "OutputDataConfig": {"S3OutputPath": spec.output_path},
+        "ResourceConfig": {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count,
+                           "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run},
+        "CreationTime": _time(record.creation_time),
+        "TrainingStartTime": _time(record.training_start_time),
+        "TrainingEndTime": _time(end),
+        "LastModifiedTime": _time(record.last_modified_time),
+        "SecondaryStatusTransitions": [
+            {"Status": t.status, "StartTime": _time(t.start_time), "EndTime": _time(t.end_time),
+             "StatusMessage": t.message}
+            for t in record.transitions
+        ],
+        "FinalMetricDataList": final_metrics(store, spec.job_name),
+        "Environment": dict(spec.environment),
+        "EnableNetworkIsolation": False,
+        "EnableInterContainerTrafficEncryption": False,
+        "EnableManagedSpotTraining": False,
+        "TrainingTimeInSeconds": training_seconds,
+        "BillableTimeInSeconds": training_seconds,
+        "ProfilingStatus": "Disabled",
+    }
+    if record.failure_reason:
+        description["FailureReason"] = record.failure_reason
+    if record.output_artifacts:
+        description["OutputArtifacts"] = {"S3OutputArtifacts": record.output_artifacts}
+    warnings = [e["message"] for e in store.events(spec.job_name, "warning")]
+    if warnings:
+        description["Warnings"] = warnings
+    return description
+
+
+def _expected_model(spec) -> str:
+    from shipyard.storage.uri import join
+
+    return join(spec.output_path, spec.job_name, "output", "model.tar.gz")

@@ -1,0 +1,65 @@
+"""Metrics from log lines: each definition's regex is searched in every new complete line of every
+host's log; the first capture group, if it parses as a number, is a datapoint. Definitions that never
+match are reported at the end of the job rather than ignored."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from shipyard.spec.job import MetricDefinition
+
+
+class LogScraper:
+    def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...]) -> None:
+        self.host, self.path, self.offset = host, path, 0
+        self.patterns = [(d.name, re.compile(d.regex)) for d in definitions]
+        self.matched: set[str] = set()
+        self.unparsable: dict[str, str] = {}
+
+    def scrape(self) -> list[tuple[str, str, float, float]]:
+        """New datapoints as (metric, host, timestamp, value)."""
+        if not self.patterns:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        now, rows = time.time(), []
+        for line in data[:end].decode(errors="replace").splitlines():
+            for name, pattern in self.patterns:
+                match = pattern.search(line)
+                if not match:
+                    continue
+                try:
+                    value = float(match.group(1))
+                except (TypeError, ValueError):
+                    self.unparsable.setdefault(name, match.group(1) or "")
+                    continue
+                self.matched.add(name)
+                rows.append((name, self.host, now, value))
+        return rows
+
+
+def unmatched_report(definitions: tuple[MetricDefinition, ...], scrapers: list[LogScraper]) -> list[str]:
+    matched = set().union(*(s.matched for s in scrapers)) if scrapers else set()
+    unparsable: dict[str, str] = {}
+    for scraper in scrapers:
+        unparsable.update(scraper.unparsable)
+    problems = []
+    for definition in definitions:
+        if definition.name in matched:
+            continue
+        if definition.name in unparsable:
+            problems.append(
+                f"metric {definition.name!r}: regex {definition.regex!r} matched, but its first group "
+                f"captured {unparsable[definition.name]!r}, which is not a number"
+            )
+        else:
+            problems.append(f"metric {definition.name!r}: regex {definition.regex!r} never matched a log line")
+    return problems

@@ -1,0 +1,47 @@
+"""From a job to what would run on each instance: resources, the backend's instance plans and, for
+each, the launcher's command and the script's environment. The controller runs these plans;
+`--dry-run` prints them."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.backends import get_backend
+from shipyard.backends.resources import MachineResources, detect, plan_instances
+from shipyard.runtime import launchers
+from shipyard.runtime.agent import script_environment
+from shipyard.spec.catalog import get_instance_type
+from shipyard.spec.job import JobSpec
+
+
+@dataclass(frozen=True)
+class InstanceLaunch:
+    instance: object                 # the backend's InstancePlan
+    launcher: str
+    argv: list[str]                  # the entry point's command line inside the instance
+    env: dict[str, str]              # what the contract and the launcher add to the environment
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def plan_job(
+    spec: JobSpec, job_dir: Path, machine: MachineResources | None = None, master_port: int | None = None
+) -> list[InstanceLaunch]:
+    resources = plan_instances(
+        get_instance_type(spec.instance_type), spec.instance_count, machine or detect(), spec.oversubscribe
+    )
+    backend = get_backend(spec.backend, job_dir=job_dir)
+    launches = []
+    for plan in backend.plan(spec, resources, master_port or free_port()):
+        env = plan.config.training_environment()
+        launcher = launchers.select(env)
+        launch = launcher.plan(env, plan.config.launch_context())
+        added = script_environment(plan.config, env, launch.env, base={})
+        launches.append(InstanceLaunch(plan, launcher.name, launch.argv, added))
+    return launches

@@ -1,0 +1,69 @@
+"""The one exception hierarchy of shipyard.
+
+    ShipyardError
+    ├── ValidationError      bad user input, raised before anything runs (names field, value, fix)
+    ├── NotFoundError        no job (or other record) by that name
+    ├── ConflictError        a name already taken, a state change that is not allowed now
+    ├── CapacityError        this machine (or cluster) cannot provide what the job asks for
+    ├── StorageError         a URI no filesystem handles, a transfer that failed, an unsafe archive
+    ├── SandboxError         an instance sandbox could not be created
+    └── UnexpectedStatusError  a waited-for job ended in a status other than Completed
+
+ValidationError is also a ValueError, NotFoundError a KeyError, so callers that catch the builtin
+types keep working.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ShipyardError(Exception):
+    """Base of every error shipyard raises on purpose."""
+
+
+class ValidationError(ShipyardError, ValueError):
+    def __init__(self, field: str, value: object, fix: str) -> None:
+        self.field, self.value, self.fix = field, value, fix
+        super().__init__(f"{field}={value!r}: {fix}")
+
+
+class NotFoundError(ShipyardError, KeyError):
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConflictError(ShipyardError):
+    pass
+
+
+class CapacityError(ShipyardError):
+    pass
+
+
+class StorageError(ShipyardError):
+    pass
+
+
+class SandboxError(ShipyardError):
+    pass
+
+
+class UnexpectedStatusError(ShipyardError):
+    def __init__(self, job_name: str, status: str, reason: str | None) -> None:
+        self.job_name, self.status, self.reason = job_name, status, reason
+        super().__init__(f"job {job_name} ended {status}" + (f": {reason}" if reason else ""))
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate a misspelling most likely meant, for 'did you mean' messages."""
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def unknown_name_error(field: str, value: str, valid: Iterable[str]) -> ValidationError:
+    valid = sorted(valid)
+    guess = closest(value, valid)
+    fix = f"did you mean {guess!r}?" if guess else f"use one of {', '.join(valid)}"
+    return ValidationError(field, value, f"unknown name; {fix}")

@@ -1,0 +1,210 @@
+"""The instance agent: `python -m shipyard.runtime.agent AGENT_JSON`, started once per instance (inside
+its sandbox when there is one). It does what the SageMaker training toolkit does in a container, plus
+the platform's per-instance work that must happen where the instance runs (downloading its channels):
+
+    Downloading: code (sagemaker_submit_directory) into /opt/ml/code, channels into input/data
+    installing:  requirements.txt / setup.py into this job's own site-packages
+    Training:    the launcher's command, every process's stdout and stderr appended to the host log
+    outcome:     output/success, or output/failure in the toolkit's format; the exit code
+
+Every line the processes print goes straight to the host's log file (an inherited O_APPEND descriptor),
+so nothing printed is lost whichever process crashes, this agent included."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shipyard.contract.config import write_configs
+from shipyard.contract.environment import TrainingEnvironment
+from shipyard.contract.layout import Layout
+from shipyard.errors import ShipyardError
+from shipyard.runtime import launchers
+from shipyard.runtime.config import AgentConfig
+from shipyard.runtime.events import EventWriter
+from shipyard.runtime.failure import failure_message
+
+# Left over from a parent launched under torchrun they would join the wrong process group.
+_INHERITED_DIST_VARS = (
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+)
+
+
+class StopRequested(Exception):
+    pass
+
+
+class InstallError(ShipyardError):
+    pass
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.layout = Layout(Path(config.base))
+        self.events = EventWriter(Path(config.events_path), config.host)
+        self.log_fd = os.open(config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.child: subprocess.Popen | None = None
+        self.stopping = False
+
+    # -- output -----------------------------------------------------------------------------
+    def say(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.write(self.log_fd, f"{stamp} shipyard-agent INFO {message}\n".encode())
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.stopping = True
+        if self.child and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+    def _check_stop(self) -> None:
+        if self.stopping:
+            raise StopRequested()
+
+    # -- steps ------------------------------------------------------------------------------
+    def fetch_code(self, env: TrainingEnvironment) -> None:
+        from shipyard.storage import archive, transfer
+
+        code_dir = self.layout.code_dir
+        # As the toolkit does: code already in place (baked in, or a restart) is not fetched again.
+        if code_dir.exists() and any(code_dir.iterdir()):
+            return
+        code_dir.mkdir(parents=True, exist_ok=True)
+        uri = env.module_dir
+        if not uri.endswith((".tar.gz", ".tgz")):
+            transfer.download(uri, code_dir)
+            return
+        staging = Path(self.config.instance_dir) / "code-download"
+        transfer.download(uri, staging)
+        archive.safe_extract(staging / Path(uri).name, code_dir)
+
+    def download_channels(self) -> None:
+        from shipyard.storage import transfer
+
+        for channel in self.config.channels:
+            self._check_stop()
+            keys = transfer.list_objects(channel.uri)
+            if channel.distribution == "ShardedByS3Key":
+                keys = transfer.shard(keys, self.config.host_index, len(self.config.hosts))
+            dest = self.layout.channel_dir(channel.name)
+            dest.mkdir(parents=True, exist_ok=True)
+            last = [0.0]
+
+            def progress(done: int, total: int, name: str = channel.name) -> None:
+                now = time.monotonic()
+                if now - last[0] > 0.5 or done == total:
+                    last[0] = now
+                    self.events.emit("progress", what="download", channel=name, done=done, total=total)
+
+            started = time.monotonic()
+            size = transfer.download(channel.uri, dest, keys, progress=progress)
+            self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes from {channel.uri} "
+                     f"({channel.distribution}) in {time.monotonic() - started:.2f}s")
+
+    def install(self, python: str) -> None:
+        code_dir = self.layout.code_dir
+        target = self.config.site_packages
+        commands = []
+        if (code_dir / "setup.py").exists():
+            commands.append([python, "-m", "pip", "install", "--no-build-isolation", "--target", str(target), "."])
+        if (code_dir / "requirements.txt").exists():
+            commands.append([python, "-m", "pip", "install", "--target", str(target), "-r", "requirements.txt"])
+        for argv in commands:
+            self._check_stop()
+            self.say("installing: " + " ".join(argv[3:]))
+            done = subprocess.run(argv, cwd=code_dir, stdout=self.log_fd, stderr=self.log_fd, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                kind = "InstallModuleError" if "." in argv else "InstallRequirementsError"
+                raise InstallError(f"{kind}:\nExitCode {done.returncode}\nCommand \"{' '.join(argv)}\"")
+
+    def execute(self, argv: list[str], env: dict[str, str]) -> int:
+        self._check_stop()
+        self.say("running: " + " ".join(argv))
+        self.child = subprocess.Popen(
+            argv, cwd=self.layout.code_dir, env=env, stdin=subprocess.DEVNULL,
+            stdout=self.log_fd, stderr=self.log_fd,
+        )
+        if self.stopping:  # SIGTERM arrived between the check and the start
+            self.child.send_signal(signal.SIGTERM)
+        return self.child.wait()
+
+    # -- the whole run ------------------------------------------------------------------------
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.layout.create(c.name for c in self.config.channels)
+        log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
+        argv: list[str] = []
+        try:
+            env = self.config.training_environment()
+            write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
+            self.events.emit("phase", phase="Downloading")
+            self.fetch_code(env)
+            self.download_channels()
+            self.install(sys.executable)
+            launcher = launchers.select(env)
+            plan = launcher.plan(env, self.config.launch_context())
+            argv = plan.argv
+            self.events.emit("phase", phase="Training", launcher=launcher.name)
+            code = self.execute(argv, script_environment(self.config, env, plan.env))
+        except StopRequested:
+            self.say("stopped before the entry point started")
+            self.events.emit("exit", code=143, stopped=True)
+            return 143
+        except InstallError as exc:
+            code = self._fail(str(exc))
+        except ShipyardError as exc:
+            code = self._fail(f"ClientError: {exc}")
+        except Exception as exc:  # the toolkit reports its own errors as framework errors
+            code = self._fail(f"Framework Error: {type(exc).__name__}: {exc}")
+        else:
+            if code == 0:
+                self.layout.success_file.touch()
+            elif not self.stopping:
+                self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
+        self.events.emit("exit", code=code, stopped=self.stopping)
+        return code
+
+    def _fail(self, message: str) -> int:
+        self.say(message.splitlines()[0] if message else "failed")
+        failure = self.layout.failure_file
+        if not failure.exists():  # the script's own failure message wins, as in the toolkit
+            failure.parent.mkdir(parents=True, exist_ok=True)
+            failure.write_text(message)
+        return 1
+
+
+def script_environment(
+    config: AgentConfig, env: TrainingEnvironment, plan_env: dict[str, str], base: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The entry point's environment: this process's, the job's `environment`, the SM_* contract, then
+    what the launcher adds; later layers win."""
+    base = dict(os.environ if base is None else base)
+    child = {k: v for k, v in base.items() if k not in _INHERITED_DIST_VARS}
+    child.update(config.environment)
+    child.update(env.to_env_vars())
+    child.update(plan_env)
+    layout = Layout(Path(config.base))
+    paths = [str(config.site_packages), str(layout.code_dir)]
+    if child.get("PYTHONPATH"):
+        paths.append(child["PYTHONPATH"])
+    child["PYTHONPATH"] = os.pathsep.join(paths)
+    child["PYTHONUNBUFFERED"] = "TRUE"
+    child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
+    return child
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m shipyard.runtime.agent AGENT_JSON", file=sys.stderr)
+        return 2
+    return Agent(AgentConfig.read(Path(args[0]))).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The toolkit's failure message for a script that exited non-zero:
+
+    ExecuteUserScriptError:
+    ExitCode N
+    ErrorMessage "<the error the script printed>"
+    Command "<argv>"
+
+The error is taken from the host's log from the last traceback on (or the last lines when there is
+none), so the reason names what went wrong rather than just an exit code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_TAIL_BYTES = 16384
+_ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\b")
+
+
+def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
+    with open(log, "rb") as f:
+        f.seek(max(start, f.seek(0, 2) - _TAIL_BYTES))
+        lines = f.read().decode(errors="replace").splitlines()
+    lines = [line for line in lines if " shipyard-agent " not in line]
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if tracebacks:
+        lines = lines[tracebacks[-1]:]
+        # The exception line itself is what people need first; keep the last frames as context.
+        errors = [line for line in lines if _ERROR_LINE.match(line)]
+        if errors:
+            return "\n".join([errors[-1], *lines[-max_lines:]]) if len(lines) > max_lines else "\n".join(lines)
+    return "\n".join(lines[-max_lines:])
+
+
+def failure_message(code: int, argv: list[str], log: Path, start: int = 0) -> str:
+    message = f'ExecuteUserScriptError:\nExitCode {code}\nErrorMessage "{error_excerpt(log, start)}"\n'
+    message += f'Command "{" ".join(argv)}"'
+    if code in (137, -9):
+        message += '\nExtraInfo "OutOfMemory: Process killed by SIGKILL (signal 9)"'
+    return message

@@ -1,0 +1,29 @@
+"""Launchers, one module each, registered by name. The agent asks each registered launcher, highest
+priority first, whether the job's framework parameters enable it (the toolkit's runner selection);
+the single-process launcher always matches last. A new strategy is a new module listed here."""
+
+from __future__ import annotations
+
+import importlib
+
+from shipyard.runtime.launchers.base import LaunchContext, Launcher, LaunchPlan
+
+# name -> "module:class"; imported only when used so the CLI stays fast.
+REGISTRY: dict[str, str] = {
+    "torch_distributed": "shipyard.runtime.launchers.torchrun:TorchDistributed",
+    "pytorchddp": "shipyard.runtime.launchers.torchrun:PyTorchDDP",
+    "single": "shipyard.runtime.launchers.single:SingleProcess",
+}
+
+
+def get(name: str) -> Launcher:
+    module, _, attr = REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
+def select(env) -> Launcher:
+    launchers = sorted((get(name) for name in REGISTRY), key=lambda launcher: -launcher.priority)
+    return next(launcher for launcher in launchers if launcher.enabled(env))
+
+
+__all__ = ["REGISTRY", "LaunchContext", "LaunchPlan", "Launcher", "get", "select"]

@@ -1,0 +1,48 @@
+"""The launcher interface: a pure `plan()` from the training environment to the exact command line and
+the environment it adds, so tests check it without running anything."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from shipyard.contract.environment import TrainingEnvironment
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What the platform knows that the /opt/ml contract does not say."""
+
+    master_port: int
+    host_addresses: dict[str, str]
+    sandboxed: bool               # host names resolve inside a sandbox; outside, use addresses
+    python: str = sys.executable
+
+    def address(self, host: str) -> str:
+        return host if self.sandboxed else self.host_addresses[host]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Launcher(Protocol):
+    name: str
+    priority: int
+
+    def enabled(self, env: TrainingEnvironment) -> bool: ...
+
+    def plan(self, env: TrainingEnvironment, ctx: LaunchContext) -> LaunchPlan: ...
+
+
+def processes_per_host(env: TrainingEnvironment) -> int:
+    """The toolkit's rule: sagemaker_mpi_num_of_processes_per_host, else the GPU count, else 1."""
+    configured = env.additional_framework_parameters.get("sagemaker_mpi_num_of_processes_per_host")
+    if configured:
+        return int(configured)
+    return env.num_gpus or 1
+

@@ -1,0 +1,55 @@
+"""torchrun on every instance, as the toolkit's TorchDistributedRunner starts it: nnodes, nproc_per_node,
+node_rank from the host's place in distribution_hosts, the leader's address and port.
+
+Two deliberate differences from the toolkit: the port is the job's own (several jobs share this
+machine's network, so a fixed 7777 would collide), and it is passed for one node too (torchrun's
+default 29500 would collide the same way)."""
+
+from __future__ import annotations
+
+from shipyard.errors import ValidationError
+from shipyard.runtime.launchers.base import LaunchContext, LaunchPlan, processes_per_host
+
+
+class TorchDistributed:
+    name = "torch_distributed"
+    priority = 30
+    flag = "sagemaker_torch_distributed_enabled"
+
+    def enabled(self, env) -> bool:
+        return bool(env.additional_framework_parameters.get(self.flag))
+
+    def plan(self, env, ctx: LaunchContext) -> LaunchPlan:
+        entry = env.user_entry_point
+        if not entry.endswith(".py"):
+            raise ValidationError("entry_point", entry, f"{self.name} runs Python programs only; use a .py file")
+        hosts = env.distribution_hosts or env.hosts
+        master = ctx.address(env.master_hostname)
+        argv = [
+            ctx.python, "-m", "torch.distributed.run",
+            "--nnodes", str(len(hosts)),
+            "--nproc_per_node", str(processes_per_host(env)),
+            "--master_addr", master,
+            "--master_port", str(ctx.master_port),
+            "--node_rank", str(hosts.index(env.current_host)),
+            entry, *env.user_args,
+        ]
+        iface = env.network_interface_name
+        return LaunchPlan(
+            argv=argv,
+            env={
+                "MASTER_ADDR": master,
+                "MASTER_PORT": str(ctx.master_port),
+                "NCCL_SOCKET_IFNAME": iface,
+                "NCCL_PROTO": "simple",
+            },
+        )
+
+
+class PyTorchDDP(TorchDistributed):
+    """`pytorchddp` is served by torchrun too (SageMaker routes it to mpirun/smddprun, which needs SSH
+    between instances; torchrun gives the script the same process group with nothing to set up)."""
+
+    name = "pytorchddp"
+    priority = 40
+    flag = "sagemaker_pytorch_ddp_enabled"

@@ -1,0 +1,1 @@
+"""The user-facing SDK, shaped like SageMaker's: Estimator, framework estimators, TrainingInput."""

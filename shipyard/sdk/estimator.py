@@ -1,0 +1,383 @@
+"""Estimators shaped like SageMaker's: same argument names, `fit()`, `attach()`, `model_data`,
+`latest_training_job`. Everything is validated before anything is written or started: a bad argument,
+file, channel or resource request is an error that names the field and the fix."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from shipyard.contract import hyperparameters as hp
+from shipyard.errors import ShipyardError, StorageError, ValidationError
+from shipyard.sdk.arguments import sort_arguments
+from shipyard.sdk.inputs import TrainingInput
+from shipyard.sdk.job import TrainingJob
+from shipyard.spec import distribution as dist
+from shipyard.spec.job import ChannelSpec, JobSpec, MetricDefinition
+from shipyard.spec.names import base_of, generate_job_name, validate_job_name
+
+DEFAULT_BASE_JOB_NAME = "training-job"
+
+
+class EstimatorBase:
+    """Script mode: an entry point (and source dir) run on `instance_count` instances."""
+
+    framework: str | None = None
+    # Framework estimators JSON-encode every hyperparameter; the generic one only with a source dir.
+    json_hyperparameters = True
+    default_base_job_name = DEFAULT_BASE_JOB_NAME
+
+    def __init__(self, entry_point: str | None = None, **kwargs: Any) -> None:
+        args = sort_arguments({"entry_point": entry_point, **kwargs})
+        self.entry_point = args.get("entry_point")
+        self.source_dir = args.get("source_dir")
+        self.dependencies = list(args.get("dependencies") or [])
+        self._hyperparameters = dict(args.get("hyperparameters") or {})
+        self.instance_count = args.get("instance_count", 1)
+        self.instance_type = args.get("instance_type", "local")
+        self.max_run = args.get("max_run", 86400)
+        self.input_mode = args.get("input_mode", "File")
+        self.output_path = args.get("output_path")
+        self.code_location = args.get("code_location")
+        self.base_job_name = args.get("base_job_name")
+        self.metric_definitions = list(args.get("metric_definitions") or [])
+        self.environment = dict(args.get("environment") or {})
+        self.container_log_level = args.get("container_log_level", logging.INFO)
+        self.distribution = args.get("distribution")
+        self.framework_version = args.get("framework_version")
+        self.py_version = args.get("py_version")
+        self.tags = list(args.get("tags") or [])
+        self.oversubscribe = bool(args.get("oversubscribe", False))
+        self.stop_grace_seconds = args.get("stop_grace_seconds", 120.0)
+        self.backend = args.get("backend", "local")
+        self.latest_training_job: TrainingJob | None = None
+        self.jobs: list[TrainingJob] = []
+        self._current_job_name: str | None = None
+        self._check_arguments()
+
+    # -- validation that needs no files -------------------------------------------------------
+    def _check_arguments(self) -> None:
+        if not self.entry_point:
+            raise ValidationError("entry_point", self.entry_point, "give the training script, e.g. entry_point='train.py'")
+        count = self.instance_count
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValidationError("instance_count", count, "must be an integer >= 1")
+        if self.input_mode != "File":
+            raise ValidationError("input_mode", self.input_mode, "only 'File' is supported by shipyard yet")
+        if not isinstance(self._hyperparameters, dict):
+            raise ValidationError("hyperparameters", self._hyperparameters, "must be a dict")
+        hp.encode_json(self._hyperparameters)  # raises naming a value that is not JSON-serialisable
+        from shipyard.spec.catalog import get_instance_type
+
+        get_instance_type(self.instance_type)
+        self._enabled_distribution = dist.normalize(self.distribution)
+        self._check_launchers()
+        self._check_framework_version()
+
+    def _check_launchers(self) -> None:
+        from shipyard.runtime.launchers import REGISTRY
+
+        for strategy in self._enabled_distribution:
+            if strategy not in REGISTRY:
+                runnable = sorted(k for k in REGISTRY if k in dist.KNOWN)
+                raise ValidationError("distribution", strategy,
+                                      f"not supported by shipyard yet; available: {', '.join(runnable)}")
+        if set(self._enabled_distribution) & {"torch_distributed", "pytorchddp"} and not str(
+            self.entry_point
+        ).endswith(".py"):
+            raise ValidationError("entry_point", self.entry_point, "torchrun runs Python programs only; use a .py file")
+
+    def _check_framework_version(self) -> None:
+        """Say clearly when the framework installed here is not the version the job asks for."""
+
+    # -- SageMaker surface -------------------------------------------------------------------
+    def hyperparameters(self) -> dict[str, str]:
+        encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
+        return encode(self._hyperparameters)
+
+    def set_hyperparameters(self, **kwargs: Any) -> None:
+        hp.encode_json(kwargs)
+        self._hyperparameters.update(kwargs)
+
+    @property
+    def model_data(self) -> str:
+        if self.latest_training_job is not None:
+            return self.latest_training_job.describe()["ModelArtifacts"]["S3ModelArtifacts"]
+        raise ValidationError("model_data", None, "no job has run yet; call fit() first")
+
+    def logs(self) -> None:
+        self._require_job().logs()
+
+    def _require_job(self) -> TrainingJob:
+        if self.latest_training_job is None:
+            raise ValidationError("latest_training_job", None, "no job has run yet; call fit() first")
+        return self.latest_training_job
+
+    # -- building the job --------------------------------------------------------------------
+    def _store(self):
+        from shipyard.store import Store
+
+        return Store()
+
+    def _job_name(self, job_name: str | None) -> str:
+        if job_name:
+            return validate_job_name(job_name)
+        base = self.base_job_name or self.default_base_job_name
+        return generate_job_name(base)
+
+    def _output_path(self, store) -> str:
+        return self.output_path or f"file://{store.home / 'output'}"
+
+    def _source(self) -> tuple[Path, Path | None, str]:
+        """(entry point file, source dir or None, sagemaker_program); checks both exist."""
+        if self.source_dir and "://" in str(self.source_dir) and not str(self.source_dir).startswith("file://"):
+            raise ValidationError("source_dir", self.source_dir, "give a local directory")
+        if self.source_dir:
+            source = Path(str(self.source_dir).removeprefix("file://")).expanduser()
+            if not source.is_dir():
+                raise ValidationError("source_dir", self.source_dir, "no such directory")
+            entry = source / self.entry_point
+            if not entry.is_file():
+                raise ValidationError("entry_point", self.entry_point, f"no such file in source_dir {source}")
+            return entry, source, str(self.entry_point)
+        entry = Path(self.entry_point).expanduser()
+        if not entry.is_file():
+            raise ValidationError("entry_point", self.entry_point, "no such file")
+        return entry, None, entry.name
+
+    def _channels(self, inputs: Any) -> tuple[ChannelSpec, ...]:
+        if inputs is None:
+            return ()
+        if isinstance(inputs, (str, TrainingInput)):
+            inputs = {"training": inputs}
+        if not isinstance(inputs, dict):
+            raise ValidationError("inputs", inputs, "pass a URI, a TrainingInput, or a dict of channel name to either")
+        channels = []
+        for name, value in inputs.items():
+            field = f"inputs[{name!r}]"
+            item = value if isinstance(value, TrainingInput) else TrainingInput(s3_data=value)
+            if not isinstance(item.s3_data, str):
+                raise ValidationError(field, item.s3_data, "give the channel's URI as a string")
+            if item.input_mode not in (None, "File"):
+                raise ValidationError(f"{field}.input_mode", item.input_mode, "only 'File' is supported yet")
+            for option in ("compression", "instance_groups", "shuffle_config", "attribute_names"):
+                if getattr(item, option):
+                    raise ValidationError(f"{field}.{option}", getattr(item, option), "not supported yet; remove it")
+            _check_uri_exists(field, item.s3_data)
+            channels.append(_pydantic(ChannelSpec, field, name=name, uri=item.s3_data,
+                                      distribution=item.distribution or "FullyReplicated",
+                                      content_type=item.content_type, record_wrapping=item.record_wrapping,
+                                      s3_data_type=item.s3_data_type))
+        return tuple(channels)
+
+    def _framework_hyperparameters(self, job_name: str, output_path: str) -> dict[str, Any]:
+        """Hyperparameters a framework adds for the job (TensorFlow's model_dir)."""
+        return {}
+
+    def _spec(self, inputs: Any, job_name: str | None, store) -> tuple[JobSpec, tuple[Path, Path | None]]:
+        entry, source, program = self._source()
+        for dependency in self.dependencies:
+            if not Path(dependency).is_dir():
+                raise ValidationError("dependencies", dependency, "no such directory")
+        name = self._job_name(job_name)
+        output_path = self._output_path(store)
+        _check_output_path(output_path)
+        from shipyard.storage.uri import join
+
+        code_uri = join(self.code_location or output_path, name, "source", "sourcedir.tar.gz")
+        user = {**self._hyperparameters, **self._framework_hyperparameters(name, output_path)}
+        encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
+        hyperparameters = {
+            **encode(user),
+            **hp.encode_json({
+                "sagemaker_program": program,
+                "sagemaker_submit_directory": code_uri,
+                "sagemaker_container_log_level": self.container_log_level,
+                "sagemaker_job_name": name,
+                "sagemaker_region": "local",
+                **dist.to_hyperparameters(self._enabled_distribution, self.instance_type),
+            }),
+        }
+        metrics = tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions))
+        spec = _pydantic(
+            JobSpec, "job",
+            job_name=name, hyperparameters=hyperparameters, instance_count=self.instance_count,
+            instance_type=self.instance_type, channels=self._channels(inputs), output_path=output_path,
+            metric_definitions=metrics, environment=self.environment, max_run=self.max_run,
+            stop_grace_seconds=self.stop_grace_seconds, oversubscribe=self.oversubscribe,
+            framework=self.framework, framework_version=self.framework_version, py_version=self.py_version,
+            backend=self.backend, tags=tuple(self.tags),
+        )
+        from shipyard.backends.resources import detect, plan_instances
+        from shipyard.spec.catalog import get_instance_type
+
+        plan_instances(get_instance_type(spec.instance_type), spec.instance_count, detect(), spec.oversubscribe)
+        return spec, (entry, source)
+
+    def plan(self, inputs: Any = None, job_name: str | None = None) -> list:
+        """What fit() would run on each instance, without running or writing anything."""
+        from shipyard.control.planning import plan_job
+
+        store = self._store()
+        spec, _ = self._spec(inputs, job_name, store)
+        return plan_job(spec, store.job_dir(spec.job_name))
+
+    def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
+            experiment_config: Any = None) -> None:
+        from shipyard.control.controller import spawn
+        from shipyard.errors import ConflictError
+        from shipyard.storage import archive, transfer
+
+        store = self._store()
+        spec, (entry, source) = self._spec(inputs, job_name, store)
+        if store.exists(spec.job_name):
+            raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
+        with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
+            tarball = archive.pack_source(Path(tmp) / "sourcedir.tar.gz",
+                                          entry.relative_to(source) if source else entry, source,
+                                          [Path(d) for d in self.dependencies])
+            transfer.upload_file(tarball, spec.source_uri)
+        store.create_job(spec)
+        spawn(store, spec.job_name)
+        self._current_job_name = spec.job_name
+        self.latest_training_job = TrainingJob(spec.job_name, store)
+        self.jobs.append(self.latest_training_job)
+        if wait:
+            self.latest_training_job.wait(logs=logs)
+
+    # -- attach ------------------------------------------------------------------------------
+    @classmethod
+    def attach(cls, training_job_name: str, sagemaker_session: Any = None, model_channel_name: str = "model",
+               wait: bool = True) -> EstimatorBase:
+        """Rebuild the estimator of an existing job (from any process). Like SageMaker's, it waits for
+        the job to finish unless wait=False; unlike SageMaker's, metric definitions are restored."""
+        from shipyard.store import Store
+
+        store = Store()
+        spec = store.get_job(training_job_name).spec
+        decoded = hp.decode(spec.hyperparameters)
+        user, framework = hp.split(decoded)
+        kwargs: dict[str, Any] = dict(
+            entry_point=decoded.get("sagemaker_program"), hyperparameters=user,
+            instance_count=spec.instance_count, instance_type=spec.instance_type, max_run=spec.max_run,
+            output_path=spec.output_path, base_job_name=base_of(spec.job_name),
+            metric_definitions=[{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
+            environment=dict(spec.environment), container_log_level=decoded.get("sagemaker_container_log_level", 20),
+            framework_version=spec.framework_version, py_version=spec.py_version,
+            oversubscribe=spec.oversubscribe, stop_grace_seconds=spec.stop_grace_seconds, backend=spec.backend,
+        )
+        distribution = _distribution_from(framework)
+        if distribution:
+            kwargs["distribution"] = distribution
+        estimator = cls.__new__(cls)
+        estimator._attached(kwargs)
+        estimator.source_dir = decoded.get("sagemaker_submit_directory")
+        estimator._current_job_name = spec.job_name
+        estimator.latest_training_job = TrainingJob(spec.job_name, store)
+        estimator.jobs = [estimator.latest_training_job]
+        if wait:
+            estimator.latest_training_job.wait(logs="None")
+        return estimator
+
+    def _attached(self, kwargs: dict[str, Any]) -> None:
+        """Set attributes from an existing job without checking files that live elsewhere now."""
+        args = sort_arguments(kwargs)
+        for key, value in args.items():
+            setattr(self, key, value)
+        self._hyperparameters = args.get("hyperparameters", {})
+        self.metric_definitions = args.get("metric_definitions", [])
+        self.dependencies, self.tags, self.code_location = [], [], None
+        self.distribution = args.get("distribution")
+        self._enabled_distribution = dist.normalize(self.distribution)
+        self.input_mode = "File"
+
+
+def _distribution_from(framework: dict[str, Any]) -> dict[str, Any]:
+    flags = {value: key for key, value in dist._FLAGS.items()}
+    distribution = {}
+    for flag, key in flags.items():
+        if framework.get(flag):
+            options: dict[str, Any] = {"enabled": True}
+            if "sagemaker_mpi_num_of_processes_per_host" in framework and key != "pytorchxla":
+                options["processes_per_host"] = framework["sagemaker_mpi_num_of_processes_per_host"]
+            distribution[key] = options
+    return distribution
+
+
+def _pydantic(model: type, field: str, **values: Any):
+    """Build a spec model, turning pydantic's error into ours: the field, the value, the fix."""
+    try:
+        return model(**values)
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise ValidationError(f"{field}.{where}" if where else field, error.get("input"),
+                              error["msg"].removeprefix("Value error, ")) from None
+
+
+def _metric(index: int, definition: Any) -> MetricDefinition:
+    field = f"metric_definitions[{index}]"
+    if not isinstance(definition, dict):
+        raise ValidationError(field, definition, "give a dict {'Name': ..., 'Regex': ...}")
+    return _pydantic(MetricDefinition, field, **definition)
+
+
+def _check_uri_exists(field: str, uri: str) -> None:
+    from shipyard.storage import uri as uris
+
+    try:
+        found = uris.exists(uri)
+    except StorageError as exc:
+        raise ValidationError(field, uri, str(exc)) from None
+    except Exception as exc:  # a filesystem that cannot even be asked (bad endpoint, no credentials)
+        raise ValidationError(field, uri, f"cannot be read: {type(exc).__name__}: {exc}") from None
+    if not found:
+        raise ValidationError(field, uri, "does not exist; check the path or the bucket and prefix")
+
+
+def _check_output_path(output_path: str) -> None:
+    from shipyard.storage import uri as uris
+
+    try:
+        uris.filesystem(output_path)
+    except ShipyardError as exc:
+        raise ValidationError("output_path", output_path, str(exc)) from None
+
+
+class Estimator(EstimatorBase):
+    """The generic estimator (script mode): hyperparameters are JSON-encoded only with a source_dir,
+    as SageMaker's generic Estimator does."""
+
+    json_hyperparameters = False
+
+
+class Framework(EstimatorBase):
+    """Base of the framework estimators: checks the installed framework against framework_version."""
+
+    framework_package: tuple[str, ...] = ()
+
+    def _check_framework_version(self) -> None:
+        import warnings
+        from importlib import metadata
+
+        if not self.framework_version or not self.framework_package:
+            return
+        for package in self.framework_package:
+            try:
+                installed = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                continue
+            wanted = str(self.framework_version).split(".")
+            if installed.split("+")[0].split(".")[: len(wanted)] != wanted:
+                warnings.warn(
+                    f"framework_version={self.framework_version!r}, but this machine has {package} {installed}; "
+                    f"the job runs with {package} {installed}", stacklevel=3,
+                )
+            return
+        warnings.warn(f"framework_version={self.framework_version!r}, but {self.framework_package[0]} is not "
+                      "installed here; the script will fail to import it", stacklevel=3)
+

@@ -1,0 +1,46 @@
+"""A submitted training job, as SageMaker's `_TrainingJob`: describe, stop, wait, logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shipyard.errors import UnexpectedStatusError
+
+
+class TrainingJob:
+    def __init__(self, name: str, store=None) -> None:
+        from shipyard.store import Store
+
+        self.name = self.job_name = name
+        self.store = store or Store()
+
+    def describe(self) -> dict:
+        from shipyard.control.describe import describe
+
+        return describe(self.store, self.name)
+
+    def stop(self) -> None:
+        from shipyard.control.reconcile import reconcile
+
+        reconcile(self.store, self.name)
+        self.store.request_stop(self.name)
+
+    def wait(self, logs: Any = "All") -> dict:
+        """Block until the job ends; with logs, show its log lines and status changes as they happen.
+        A job that ends other than Completed raises, except Stopped, which only warns (as SageMaker)."""
+        from shipyard.sdk.watch import watch
+
+        description = watch(self.store, self.name, show_logs=logs not in (False, None, "None"))
+        status = description["TrainingJobStatus"]
+        if status == "Stopped":
+            import warnings
+
+            warnings.warn(f"job {self.name} was stopped ({description['SecondaryStatus']})", stacklevel=2)
+        elif status != "Completed":
+            raise UnexpectedStatusError(self.name, status, description.get("FailureReason"))
+        return description
+
+    def logs(self) -> None:
+        from shipyard.sdk.watch import print_logs
+
+        print_logs(self.store, self.name)

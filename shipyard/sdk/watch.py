@@ -1,0 +1,134 @@
+"""Following a job as a person expects of a modern tool: every host's log lines as they are written,
+prefixed by host, status changes as they happen, download and upload progress, and at the end the
+outcome (on failure, the reason and the last lines of the failing host)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+POLL_SECONDS = 0.25
+HOST_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+
+
+class LogTail:
+    """New complete lines of one host's log file since the last call."""
+
+    def __init__(self, host: str, path: Path) -> None:
+        self.host, self.path, self.offset = host, path, 0
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        return data[:end].decode(errors="replace").splitlines()
+
+
+def _style(host: str) -> str:
+    digits = "".join(c for c in host if c.isdigit()) or "0"
+    return HOST_STYLES[(int(digits) - 1) % len(HOST_STYLES)]
+
+
+def _stamp(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def tails(store, name: str) -> list[LogTail]:
+    hosts = store.get_job(name).spec.hosts
+    return [LogTail(host, store.log_path(name, host)) for host in hosts]
+
+
+def print_log_lines(console: Console, tail: LogTail) -> None:
+    style = _style(tail.host)
+    for line in tail.lines():
+        console.print(f"[{style}]{tail.host}[/{style}] | {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def print_logs(store, name: str, console: Console | None = None) -> None:
+    console = console or Console()
+    for tail in tails(store, name):
+        print_log_lines(console, tail)
+
+
+def watch(store, name: str, show_logs: bool = True, console: Console | None = None) -> dict:
+    from shipyard.control.describe import describe_record
+    from shipyard.control.reconcile import reconcile
+
+    console = console or Console()
+    log_tails = tails(store, name)
+    seen_transitions, seen_event = 0, 0
+    last_progress: dict[str, float] = {}
+    while True:
+        record = reconcile(store, name)
+        for transition in store.get_job(name).transitions[seen_transitions:]:
+            message = f" - {transition.message}" if transition.message else ""
+            console.print(f"[bold]{_stamp(transition.start_time)} {transition.status}[/bold]{escape(message)}",
+                          highlight=False)
+            seen_transitions += 1
+        for event in store.events(name, after=seen_event):
+            seen_event = event["id"]
+            _print_event(console, event, last_progress)
+        if show_logs:
+            for tail in log_tails:
+                print_log_lines(console, tail)
+        if record.terminal:
+            break
+        time.sleep(POLL_SECONDS)
+    description = describe_record(store, store.get_job(name))
+    _print_outcome(console, store, description)
+    return description
+
+
+def _print_event(console: Console, event: dict, last_progress: dict[str, float]) -> None:
+    kind, message = event["kind"], event["message"]
+    if kind == "progress":
+        key = f"{event['host']} {message.split(' ')[1] if ' ' in message else ''}"
+        done, _, total = message.rsplit(" ", 1)[-1].partition("/")
+        if done != total and event["ts"] - last_progress.get(key, 0) < 2:
+            return  # progress is shown every couple of seconds and once when complete
+        last_progress[key] = event["ts"]
+        console.print(f"[dim]{event['host']} {escape(message)} bytes[/dim]", highlight=False)
+    elif kind == "upload":
+        console.print(f"[dim]uploaded {escape(message)}[/dim]", highlight=False)
+    elif kind == "warning":
+        console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+
+
+def _print_outcome(console: Console, store, description: dict) -> None:
+    status = description["TrainingJobStatus"]
+    seconds = description.get("TrainingTimeInSeconds")
+    count = description["ResourceConfig"]["InstanceCount"]
+    if seconds is not None:
+        console.print(f"Training seconds: {seconds * count}")
+        console.print(f"Billable seconds: {description['BillableTimeInSeconds'] * count}")
+    if status == "Completed":
+        console.print(f"[green]Completed[/green]: model at {description['ModelArtifacts']['S3ModelArtifacts']}")
+    elif status == "Failed":
+        reason = description.get("FailureReason", "")
+        console.print(f"[red]Failed[/red]: {escape(reason)}", highlight=False)
+        host = reason.split(":", 2)[1].strip() if reason.count(":") >= 2 else None
+        _print_last_lines(console, store, description["TrainingJobName"], host)
+    else:
+        console.print(f"[yellow]{status}[/yellow] ({description['SecondaryStatus']})")
+
+
+def _print_last_lines(console: Console, store, name: str, host: str | None, count: int = 15) -> None:
+    hosts = store.get_job(name).spec.hosts
+    if host not in hosts:
+        return
+    path = store.log_path(name, host)
+    if not path.exists():
+        return
+    lines = path.read_text(errors="replace").splitlines()[-count:]
+    console.print(f"last lines of {host}:")
+    for line in lines:
+        console.print(f"  {escape(line)}", highlight=False)

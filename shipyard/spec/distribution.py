@@ -1,0 +1,79 @@
+"""The `distribution` argument: the keys SageMaker knows, validated, and turned into the `sagemaker_*`
+hyperparameters the SDK emits (spec section 2.1), which is how the launchers inside an instance learn
+the strategy. Which strategies can actually run is the launcher registry's business (runtime)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shipyard.errors import ValidationError, unknown_name_error
+
+# distribution key -> the options it accepts
+KNOWN: dict[str, frozenset[str]] = {
+    "torch_distributed": frozenset({"enabled", "processes_per_host"}),
+    "pytorchddp": frozenset({"enabled", "processes_per_host"}),
+    "mpi": frozenset({"enabled", "processes_per_host", "custom_mpi_options"}),
+    "smdistributed": frozenset({"dataparallel", "modelparallel"}),
+    "parameter_server": frozenset({"enabled"}),
+    "multi_worker_mirrored_strategy": frozenset({"enabled"}),
+    "pytorchxla": frozenset({"enabled"}),
+    "instance_groups": frozenset(),
+}
+
+_FLAGS = {
+    "torch_distributed": "sagemaker_torch_distributed_enabled",
+    "pytorchddp": "sagemaker_pytorch_ddp_enabled",
+    "mpi": "sagemaker_mpi_enabled",
+    "parameter_server": "sagemaker_parameter_server_enabled",
+    "multi_worker_mirrored_strategy": "sagemaker_multi_worker_mirrored_strategy_enabled",
+    "pytorchxla": "sagemaker_pytorch_xla_multi_worker_enabled",
+}
+
+
+def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, Any]]:
+    """Validate and return {strategy: options} for the enabled strategies. A bare name (the CLI's
+    `--distribution torch_distributed`) means that strategy enabled."""
+    if distribution is None:
+        return {}
+    if isinstance(distribution, str):
+        distribution = {distribution: {"enabled": True}}
+    if not isinstance(distribution, dict):
+        raise ValidationError("distribution", distribution, "pass a dict such as {'torch_distributed': {'enabled': True}}")
+    enabled = {}
+    for key, options in distribution.items():
+        if key not in KNOWN:
+            raise unknown_name_error("distribution", key, KNOWN)
+        if key == "instance_groups":
+            raise ValidationError("distribution.instance_groups", options,
+                                  "heterogeneous clusters are not supported yet; remove it")
+        if not isinstance(options, dict):
+            raise ValidationError(f"distribution.{key}", options, "must be a dict of options, e.g. {'enabled': True}")
+        for option in options:
+            if option not in KNOWN[key]:
+                raise unknown_name_error(f"distribution.{key}", option, KNOWN[key])
+        if key == "smdistributed" or options.get("enabled", False):
+            _check_processes(key, options)
+            enabled[key] = options
+    return enabled
+
+
+def _check_processes(key: str, options: dict[str, Any]) -> None:
+    count = options.get("processes_per_host")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise ValidationError(f"distribution.{key}.processes_per_host", count, "must be an integer >= 1")
+
+
+def to_hyperparameters(enabled: dict[str, dict[str, Any]], instance_type: str) -> dict[str, Any]:
+    """The sagemaker_* hyperparameters for the enabled strategies, as the SageMaker SDK emits them."""
+    hps: dict[str, Any] = {}
+    for key, options in enabled.items():
+        if key in _FLAGS:
+            hps[_FLAGS[key]] = True
+        if key in ("torch_distributed", "pytorchddp", "smdistributed"):
+            hps["sagemaker_instance_type"] = instance_type
+        if key == "mpi":
+            hps["sagemaker_mpi_custom_mpi_options"] = options.get("custom_mpi_options", "")
+        if options.get("processes_per_host") is not None:
+            # The toolkit reads this one key for every runner's processes per host.
+            hps["sagemaker_mpi_num_of_processes_per_host"] = options["processes_per_host"]
+    return hps

@@ -1,0 +1,145 @@
+"""What a training job is: the frozen request (CreateTrainingJob's shape, snake_case) that the SDK and
+CLI build and the controller runs. Everything here is validated when the model is made, so a job that
+exists in the store is a job that can be started."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
+
+SECONDARY_BY_PRIMARY = {
+    "InProgress": ("Starting", "Pending", "Downloading", "Training", "Interrupted", "Uploading"),
+    "Completed": ("Completed",),
+    "Failed": ("Failed",),
+    "Stopping": ("Stopping",),
+    "Stopped": ("Stopped", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"),
+}
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MetricDefinition(Frozen):
+    """A metric scraped from every host's log lines: the first capture group, parsed as a number."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str = Field(alias="Name", min_length=1, max_length=255)
+    regex: str = Field(alias="Regex", min_length=1, max_length=500)
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles_with_a_group(cls, value: str) -> str:
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex {value!r} does not compile: {exc}") from None
+        if pattern.groups < 1:
+            raise ValueError(f"regex {value!r} has no capture group; wrap the number in (...)")
+        return value
+
+
+class ChannelSpec(Frozen):
+    name: str
+    uri: str = Field(min_length=1)
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+    input_mode: Literal["File"] = "File"
+    content_type: str | None = None
+    record_wrapping: Literal["None", "RecordIO"] | None = None
+    s3_data_type: Literal["S3Prefix"] = "S3Prefix"
+
+    @field_validator("name")
+    @classmethod
+    def _channel_name(cls, value: str) -> str:
+        if not CHANNEL_NAME_RE.match(value):
+            raise ValueError(f"channel name {value!r}: use 1-64 letters, digits, '.', '-' or '_'")
+        return value
+
+
+class JobSpec(Frozen):
+    job_name: str
+    hyperparameters: dict[str, str] = Field(default_factory=dict)
+    instance_count: int = Field(ge=1)
+    instance_type: str = "local"
+    channels: tuple[ChannelSpec, ...] = ()
+    output_path: str
+    metric_definitions: tuple[MetricDefinition, ...] = ()
+    environment: dict[str, str] = Field(default_factory=dict)
+    max_run: int = Field(default=86400, ge=1, le=28 * 86400)
+    # SageMaker waits 120 s between SIGTERM and SIGKILL; tests make it short.
+    stop_grace_seconds: float = Field(default=120.0, ge=0)
+    oversubscribe: bool = False
+    framework: str | None = None
+    framework_version: str | None = None
+    py_version: str | None = None
+    backend: str = "local"
+    tags: tuple[dict[str, str], ...] = ()
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name(cls, value: str) -> str:
+        return validate_job_name(value)
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameters(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 100:
+            raise ValueError(f"{len(value)} hyperparameters; at most 100 are allowed")
+        for key, item in value.items():
+            if not key or len(key) > 256:
+                raise ValueError(f"hyperparameter name {key!r} must be 1-256 characters")
+            if len(item) > 2500:
+                raise ValueError(f"hyperparameter {key!r} is {len(item)} characters; at most 2500")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 100:
+            raise ValueError(f"{len(value)} environment variables; at most 100 are allowed")
+        for key, item in value.items():
+            if not ENV_KEY_RE.match(key) or len(key) > 512:
+                raise ValueError(f"environment variable name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
+            if len(item) > 512:
+                raise ValueError(f"environment variable {key!r} is longer than 512 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_channels(self) -> JobSpec:
+        names = [c.name for c in self.channels]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"channel names must be unique; repeated: {', '.join(duplicates)}")
+        if len(self.channels) > 20:
+            raise ValueError(f"{len(self.channels)} channels; at most 20 are allowed")
+        if len(self.metric_definitions) > 40:
+            raise ValueError(f"{len(self.metric_definitions)} metric definitions; at most 40")
+        return self
+
+    @property
+    def hosts(self) -> list[str]:
+        """algo-1..algo-N, sorted as SageMaker sorts them (lexicographically)."""
+        return sorted(f"algo-{i}" for i in range(1, self.instance_count + 1))
+
+    @property
+    def entry_point(self) -> str:
+        return _decoded(self.hyperparameters["sagemaker_program"])
+
+    @property
+    def source_uri(self) -> str:
+        return _decoded(self.hyperparameters["sagemaker_submit_directory"])
+
+
+def _decoded(value: str) -> str:
+    """Framework estimators JSON-encode hyperparameter values, the generic one may not."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

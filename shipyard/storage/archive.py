@@ -1,0 +1,180 @@
+"""The tarballs of the contract: model.tar.gz / output.tar.gz (hosts merged), sourcedir.tar.gz, and a
+safe way to unpack what users hand us."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+from shipyard.errors import StorageError, ValidationError
+
+SKIPPED_NAMES = frozenset({"__pycache__", ".git"})
+
+
+def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset()) -> Iterator[tuple[str, Path]]:
+    """(archive name, real file) for every file under `top`, symlinks followed.
+
+    With `confine`, links resolving outside it are skipped. A link back to a directory being walked
+    is skipped, so cycles end."""
+
+    def walk(directory: Path, prefix: str, chain: frozenset[Path]) -> Iterator[tuple[str, Path]]:
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name in skip:
+                continue
+            path, name = Path(entry.path), prefix + entry.name
+            real = path.resolve()
+            if confine is not None and entry.is_symlink() and not real.is_relative_to(confine):
+                continue
+            if real.is_dir():
+                if real not in chain:
+                    yield from walk(path, name + "/", chain | {real})
+            elif real.is_file():  # broken links, fifos, sockets and devices are left out
+                yield name, real
+
+    real_top = top.resolve()
+    if real_top.is_dir():
+        yield from walk(top, arc + "/" if arc else "", frozenset({real_top}))
+    elif real_top.is_file() and arc:
+        yield arc, real_top
+
+
+def _merge(files: dict[str, Path], new: dict[str, Path]) -> None:
+    """Add `new` over `files`; a later file also replaces an earlier file/directory at its path."""
+    new_dirs = {str(p) for name in new for p in PurePosixPath(name).parents if str(p) != "."}
+    for name in list(files):
+        ancestors = {str(p) for p in PurePosixPath(name).parents}
+        if name in new or name in new_dirs or ancestors & new.keys():
+            del files[name]
+    files.update(new)
+
+
+def _write(dest: Path, files: dict[str, Path]) -> int:
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for name in sorted(files):
+                info = tar.gettarinfo(str(files[name]), arcname=name)
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with open(files[name], "rb") as handle:
+                    tar.addfile(info, handle)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(files)
+
+
+def make_tarball(dest: Path, sources: Sequence[Path]) -> int:
+    """A gzip tar of the contents of each source directory merged at the root; later sources win.
+
+    Returns the number of files. Links pointing outside their source directory are left out."""
+    files: dict[str, Path] = {}
+    for source in map(Path, sources):
+        if source.is_dir():
+            _merge(files, dict(_walk(source, "", confine=source.resolve())))
+    return _write(dest, files)
+
+
+def pack_source(
+    dest: Path, entry_point: Path, source_dir: Path | None, dependencies: Sequence[Path] = ()
+) -> Path:
+    """sourcedir.tar.gz as the SageMaker SDK builds it (fw_utils.tar_and_upload_dir)."""
+    entry_point = Path(entry_point)
+    if source_dir is None:
+        if not entry_point.is_file():
+            raise ValidationError("entry_point", str(entry_point), "no such file; pass an existing script")
+        tops = [entry_point]
+    else:
+        source_dir = Path(source_dir)
+        if not source_dir.is_dir():
+            raise ValidationError("source_dir", str(source_dir), "no such directory")
+        if not (source_dir / entry_point).is_file():
+            raise ValidationError(
+                "entry_point", str(entry_point), f"no such file in source_dir {source_dir}; give a path relative to it"
+            )
+        tops = sorted((Path(e.path) for e in os.scandir(source_dir)), key=lambda p: p.name)
+    for dependency in map(Path, dependencies):
+        if not dependency.exists():
+            raise ValidationError("dependencies", str(dependency), "no such file or directory")
+        tops.append(dependency)
+    files: dict[str, Path] = {}
+    for top in tops:
+        name = top.resolve().name if top.name in ("", ".", "..") else top.name
+        if name not in SKIPPED_NAMES:
+            _merge(files, dict(_walk(top, name, confine=None, skip=SKIPPED_NAMES)))
+    _write(dest, files)
+    return Path(dest)
+
+
+def _inside(path: str, links: set[str]) -> bool:
+    """Whether the relative `path` stays inside the root without going *through* a link member.
+
+    Lexical normalization is not enough: with `l -> .`, "l/.." is "." on paper but the parent of the
+    root on disk, so any intermediate component that is a link member is refused."""
+    stack: list[str] = []
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    for i, part in enumerate(parts):
+        if part == "..":
+            if not stack:
+                return False
+            stack.pop()
+        else:
+            stack.append(part)
+            if i < len(parts) - 1 and "/".join(stack) in links:
+                return False
+    return True
+
+
+def _check(members: list[tarfile.TarInfo], dest: Path) -> None:
+    """Raise on the first member that could write outside `dest` or is not a plain file/dir/link."""
+    links = {posixpath.normpath(m.name) for m in members if m.issym() or m.islnk()}
+    root = os.path.realpath(dest)
+
+    def on_disk_inside(path: str) -> bool:  # what already exists in dest (links included)
+        real = os.path.realpath(os.path.join(root, path))
+        return os.path.commonpath([root, real]) == root
+
+    for m in members:
+        name = m.name
+        if not name or name.startswith("/") or os.path.isabs(name) or ".." in name.split("/"):
+            raise StorageError(f"refusing to extract {name!r}: absolute path or '..' component")
+        if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+            raise StorageError(f"refusing to extract {name!r}: device, fifo or other special member")
+        if not _inside(name, links) or not on_disk_inside(name):
+            raise StorageError(f"refusing to extract {name!r}: it would be written through a link or outside {dest}")
+        if not (m.issym() or m.islnk()):
+            continue
+        target = m.linkname
+        if not target or target.startswith("/") or os.path.isabs(target):
+            raise StorageError(f"refusing to extract {name!r}: link to absolute path {target!r}")
+        if m.issym():
+            target = posixpath.join(posixpath.dirname(posixpath.normpath(name)), target)
+        elif ".." in target.split("/"):
+            raise StorageError(f"refusing to extract {name!r}: hard link to {target!r} has a '..' component")
+        if not _inside(target, links) or not on_disk_inside(target):
+            raise StorageError(f"refusing to extract {name!r}: link to {m.linkname!r} points outside {dest}")
+
+
+def safe_extract(archive: Path, dest: Path) -> int:
+    """Extract a tar(.gz) into `dest` after checking every member; nothing is written if one fails."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            dest = Path(dest)
+            _check(members, dest)
+            dest.mkdir(parents=True, exist_ok=True)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, members=members, filter="data")
+            else:  # pragma: no cover - Python without PEP 706 filters
+                tar.extractall(dest, members=members)
+    except (tarfile.TarError, OSError) as exc:
+        raise StorageError(f"could not extract {archive}: {exc}") from exc
+    return len(members)

@@ -1,0 +1,6 @@
+"""The job database: jobs, their status transitions, events and metrics (SQLite under SHIPYARD_HOME),
+and each job's directory (per-host logs, instance trees)."""
+
+from shipyard.store.db import JobRecord, Store, shipyard_home
+
+__all__ = ["JobRecord", "Store", "shipyard_home"]

@@ -1,0 +1,294 @@
+"""SQLite store. Every write is one transaction, so a crash of the writing process (the controller,
+a CLI) leaves each record either before or after the change, never half-written; WAL lets readers
+(`shipyard jobs describe`, a waiting `fit()`) read while the controller writes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shipyard.errors import ConflictError, NotFoundError, closest
+from shipyard.spec.job import TERMINAL_STATUSES, JobSpec
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    secondary_status TEXT NOT NULL,
+    failure_reason TEXT,
+    creation_time REAL NOT NULL,
+    last_modified_time REAL NOT NULL,
+    training_start_time REAL,
+    training_end_time REAL,
+    model_artifacts TEXT,
+    output_artifacts TEXT,
+    controller_pid INTEGER,
+    controller_started REAL,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    job TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    message TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (job, seq)
+);
+CREATE TABLE IF NOT EXISTS events (
+    job TEXT NOT NULL,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    host TEXT,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events (job, ts);
+CREATE TABLE IF NOT EXISTS metrics (
+    job TEXT NOT NULL,
+    name TEXT NOT NULL,
+    host TEXT NOT NULL,
+    ts REAL NOT NULL,
+    value REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job, name, ts);
+"""
+
+
+def shipyard_home() -> Path:
+    return Path(os.environ.get("SHIPYARD_HOME") or Path.home() / ".shipyard").expanduser()
+
+
+@dataclass(frozen=True)
+class Transition:
+    status: str
+    start_time: float
+    end_time: float | None
+    message: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    spec: JobSpec
+    status: str
+    secondary_status: str
+    failure_reason: str | None
+    creation_time: float
+    last_modified_time: float
+    training_start_time: float | None
+    training_end_time: float | None
+    model_artifacts: str | None
+    output_artifacts: str | None
+    controller_pid: int | None
+    controller_started: float | None
+    stop_requested: bool
+    transitions: tuple[Transition, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.spec.job_name
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+_UPDATABLE = {
+    "failure_reason", "training_start_time", "training_end_time", "model_artifacts",
+    "output_artifacts", "controller_pid", "controller_started",
+}
+
+
+class Store:
+    def __init__(self, home: Path | str | None = None) -> None:
+        self.home = Path(home).expanduser() if home else shipyard_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.path = self.home / "shipyard.db"
+        db = sqlite3.connect(self.path, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)  # CREATE ... IF NOT EXISTS: safe from many processes at once
+        finally:
+            db.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    # -- paths -------------------------------------------------------------------------------
+    def job_dir(self, name: str) -> Path:
+        return self.home / "jobs" / name
+
+    def log_path(self, name: str, host: str) -> Path:
+        return self.job_dir(name) / "logs" / f"{host}.log"
+
+    # -- jobs --------------------------------------------------------------------------------
+    def create_job(self, spec: JobSpec) -> JobRecord:
+        now = time.time()
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM jobs WHERE name=?", (spec.job_name,)).fetchone():
+                raise ConflictError(
+                    f"a job named {spec.job_name!r} already exists; job names are unique, pick another "
+                    "or leave job_name unset to generate one"
+                )
+            db.execute(
+                "INSERT INTO jobs (name, spec, status, secondary_status, creation_time, last_modified_time)"
+                " VALUES (?, ?, 'InProgress', 'Starting', ?, ?)",
+                (spec.job_name, spec.model_dump_json(), now, now),
+            )
+            db.execute(
+                "INSERT INTO transitions (job, seq, status, start_time, message) VALUES (?, 0, 'Starting', ?, ?)",
+                (spec.job_name, now, "Starting the training job"),
+            )
+        self.job_dir(spec.job_name).mkdir(parents=True, exist_ok=True)
+        return self.get_job(spec.job_name)
+
+    def exists(self, name: str) -> bool:
+        with self._tx() as db:
+            return db.execute("SELECT 1 FROM jobs WHERE name=?", (name,)).fetchone() is not None
+
+    def get_job(self, name: str) -> JobRecord:
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM jobs WHERE name=?", (name,)).fetchone()
+            if row is None:
+                names = [r[0] for r in db.execute("SELECT name FROM jobs")]
+                guess = closest(name, names)
+                hint = f"; did you mean {guess!r}?" if guess else "; `shipyard jobs list` shows the jobs"
+                raise NotFoundError(f"no job named {name!r}{hint}")
+            transitions = db.execute(
+                "SELECT status, start_time, end_time, message FROM transitions WHERE job=? ORDER BY seq", (name,)
+            ).fetchall()
+            return _record(row, transitions)
+
+    def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
+        query, args = "SELECT * FROM jobs", []
+        if status:
+            query, args = query + " WHERE status=?", [status]
+        query += " ORDER BY creation_time DESC"
+        if limit:
+            query += f" LIMIT {int(limit)}"
+        with self._tx() as db:
+            return [_record(row, ()) for row in db.execute(query, args).fetchall()]
+
+    def transition(self, name: str, status: str, secondary: str, message: str = "") -> bool:
+        """Move a job to (status, secondary). A job in a terminal status never moves again, so a late
+        writer cannot overwrite a true final state; returns whether the move happened."""
+        now = time.time()
+        with self._tx() as db:
+            row = db.execute("SELECT status, secondary_status FROM jobs WHERE name=?", (name,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"no job named {name!r}")
+            if row[0] in TERMINAL_STATUSES:
+                return False
+            db.execute(
+                "UPDATE jobs SET status=?, secondary_status=?, last_modified_time=? WHERE name=?",
+                (status, secondary, now, name),
+            )
+            if secondary != row[1]:
+                seq = db.execute("SELECT COALESCE(MAX(seq), -1) FROM transitions WHERE job=?", (name,)).fetchone()[0]
+                db.execute("UPDATE transitions SET end_time=? WHERE job=? AND seq=?", (now, name, seq))
+                end = now if status in TERMINAL_STATUSES else None
+                db.execute(
+                    "INSERT INTO transitions (job, seq, status, start_time, end_time, message) VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, seq + 1, secondary, now, end, message),
+                )
+        return True
+
+    def update_job(self, name: str, **fields: object) -> None:
+        unknown = set(fields) - _UPDATABLE
+        if unknown:
+            raise TypeError(f"not updatable: {sorted(unknown)}")
+        sets = ", ".join(f"{key}=?" for key in fields)
+        with self._tx() as db:
+            db.execute(
+                f"UPDATE jobs SET {sets}, last_modified_time=? WHERE name=?",
+                (*fields.values(), time.time(), name),
+            )
+
+    def request_stop(self, name: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE jobs SET stop_requested=1, last_modified_time=? WHERE name=? AND status NOT IN"
+                " ('Completed', 'Failed', 'Stopped')",
+                (time.time(), name),
+            )
+            return cur.rowcount > 0
+
+    def stop_requested(self, name: str) -> bool:
+        with self._tx() as db:
+            row = db.execute("SELECT stop_requested FROM jobs WHERE name=?", (name,)).fetchone()
+        return bool(row and row[0])
+
+    # -- events and metrics -------------------------------------------------------------------
+    def add_event(self, name: str, kind: str, message: str, host: str | None = None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO events (job, ts, kind, host, message) VALUES (?, ?, ?, ?, ?)",
+                (name, time.time(), kind, host, message),
+            )
+
+    def events(self, name: str, kind: str | None = None, after: int = 0) -> list[dict]:
+        """Events in the order they were added; `after` is the last id already seen."""
+        query = "SELECT rowid, ts, kind, host, message FROM events WHERE job=? AND rowid>?"
+        args: list[object] = [name, after]
+        if kind:
+            query, args = query + " AND kind=?", [*args, kind]
+        with self._tx() as db:
+            rows = db.execute(query + " ORDER BY rowid", args).fetchall()
+        return [{"id": r[0], "ts": r[1], "kind": r[2], "host": r[3], "message": r[4]} for r in rows]
+
+    def add_metrics(self, name: str, rows: list[tuple[str, str, float, float]]) -> None:
+        """rows: (metric name, host, timestamp, value)."""
+        if rows:
+            with self._tx() as db:
+                db.executemany(
+                    "INSERT INTO metrics (job, name, host, ts, value) VALUES (?, ?, ?, ?, ?)",
+                    [(name, *row) for row in rows],
+                )
+
+    def metrics(self, name: str, metric: str | None = None) -> list[dict]:
+        query = "SELECT name, host, ts, value FROM metrics WHERE job=?"
+        args: list[object] = [name]
+        if metric:
+            query, args = query + " AND name=?", [name, metric]
+        with self._tx() as db:
+            rows = db.execute(query + " ORDER BY ts, rowid", args).fetchall()
+        return [{"name": r[0], "host": r[1], "ts": r[2], "value": r[3]} for r in rows]
+
+
+def _record(row: tuple, transitions: tuple | list) -> JobRecord:
+    (name, spec, status, secondary, reason, created, modified, start, end, model, output,
+     pid, pid_started, stop) = row
+    return JobRecord(
+        spec=JobSpec.model_validate(json.loads(spec)),
+        status=status,
+        secondary_status=secondary,
+        failure_reason=reason,
+        creation_time=created,
+        last_modified_time=modified,
+        training_start_time=start,
+        training_end_time=end,
+        model_artifacts=model,
+        output_artifacts=output,
+        controller_pid=pid,
+        controller_started=pid_started,
+        stop_requested=bool(stop),
+        transitions=tuple(Transition(*t) for t in transitions),
+    )

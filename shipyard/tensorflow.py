@@ -1,0 +1,5 @@
+"""`from shipyard.tensorflow import TensorFlow`, as `from sagemaker.tensorflow import TensorFlow`."""
+
+from shipyard.sdk.frameworks import TensorFlow
+
+__all__ = ["TensorFlow"]

@@ -1,0 +1,59 @@
+"""Shared fixtures. S3 is moto's server on loopback, so s3fs and boto3 talk real HTTP to it."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """The endpoint URL of a moto S3 server running for the whole test session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # port 0: any free one
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+class S3:
+    """Test helper over the moto server: make buckets and objects with boto3."""
+
+    def __init__(self, endpoint: str) -> None:
+        import boto3
+
+        self.endpoint = endpoint
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+    def bucket(self, name: str) -> str:
+        self.client.create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def put(self, uri: str, data: bytes) -> None:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def get(self, uri: str) -> bytes:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """Point shipyard (and any boto client) at the moto server; every test starts with no buckets."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    import s3fs
+
+    # s3fs caches instances (and their listings) per argument set; start every test from scratch.
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield S3(s3_server)
+    s3fs.S3FileSystem.clear_instance_cache()
+    urllib.request.urlopen(urllib.request.Request(f"{s3_server}/moto-api/reset", method="POST")).close()

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shipyard.errors import StorageError, ValidationError
+from shipyard.storage import transfer
+
+FILES = {"a.csv": b"aaaa", "sub/b.csv": b"bb", "sub/deep/c.bin": b"c" * 1000, "z": b""}
+
+
+@pytest.fixture(params=["local", "file", "s3"])
+def tree(request, tmp_path):
+    """A URI holding FILES, on each kind of storage."""
+    if request.param == "s3":
+        s3 = request.getfixturevalue("s3")
+        bucket = s3.bucket("data")
+        for key, data in FILES.items():
+            s3.put(f"{bucket}/train/{key}", data)
+        s3.put(f"{bucket}/train-other/x", b"not under train/")
+        return f"{bucket}/train"
+    root = tmp_path / "train"
+    for key, data in FILES.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+    return str(root) if request.param == "local" else f"file://{root}"
+
+
+def test_list_objects(tree):
+    assert transfer.list_objects(tree) == sorted(FILES)
+    assert transfer.list_objects(tree + "/") == sorted(FILES)
+    assert transfer.list_objects(tree + "/sub/b.csv") == ["b.csv"]
+
+
+def test_missing_prefix_is_an_error(tree):
+    with pytest.raises(StorageError, match="does not exist"):
+        transfer.list_objects(tree + "/nope")
+    with pytest.raises(StorageError, match="does not exist"):
+        transfer.download(tree + "/nope", Path("/tmp/never-written"))
+
+
+def test_download_keeps_relative_paths_and_reports_progress(tree, tmp_path):
+    calls = []
+    dest = tmp_path / "dest"
+    n = transfer.download(tree, dest, progress=lambda done, total: calls.append((done, total)))
+    total = sum(map(len, FILES.values()))
+    assert n == total
+    got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert got == FILES
+    assert calls[0] == (0, total) and calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_download_selected_keys(tree, tmp_path):
+    keys = transfer.shard(transfer.list_objects(tree), 1, 2)
+    transfer.download(tree, tmp_path / "d", keys=keys)
+    got = sorted(p.relative_to(tmp_path / "d").as_posix() for p in (tmp_path / "d").rglob("*") if p.is_file())
+    assert got == sorted(keys) and got != sorted(FILES)
+
+
+def test_download_single_file(tree, tmp_path):
+    assert transfer.download(tree + "/sub/deep/c.bin", tmp_path / "d") == 1000
+    assert (tmp_path / "d" / "c.bin").read_bytes() == b"c" * 1000
+
+
+@pytest.mark.parametrize("key", ["../escape", "/etc/passwd", "sub/../../escape", ""])
+def test_download_refuses_keys_outside_dest(tree, tmp_path, key):
+    with pytest.raises(StorageError):
+        transfer.download(tree, tmp_path / "d", keys=[key])
+    assert not (tmp_path / "escape").exists()
+    assert not (tmp_path / "d").exists()  # refused before anything was created
+
+
+def test_download_unknown_key(tree, tmp_path):
+    with pytest.raises(StorageError, match="no object"):
+        transfer.download(tree, tmp_path / "d", keys=["missing.csv"])
+
+
+def test_unknown_scheme(tmp_path):
+    with pytest.raises(StorageError, match="scheme"):
+        transfer.list_objects("bogus-proto://bucket/data")
+    with pytest.raises(StorageError, match="scheme"):
+        transfer.download("bogus-proto://bucket/data", tmp_path)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 10, 13])
+@pytest.mark.parametrize("n_keys", [0, 1, 5, 10, 23])
+def test_shard_properties(count, n_keys):
+    keys = [f"part-{i:03d}" for i in range(n_keys)][::-1]  # unsorted input
+    shares = [transfer.shard(keys, i, count) for i in range(count)]
+    flat = [k for share in shares for k in share]
+    assert sorted(flat) == sorted(keys)  # union is everything ...
+    assert len(flat) == len(set(flat))  # ... and nothing twice
+    sizes = [len(s) for s in shares]
+    assert max(sizes) - min(sizes) <= 1
+    assert shares == [transfer.shard(list(reversed(keys)), i, count) for i in range(count)]  # order-free
+
+
+def test_shard_is_round_robin():
+    assert transfer.shard(["c", "a", "b", "d", "e"], 0, 2) == ["a", "c", "e"]
+    assert transfer.shard(["c", "a", "b", "d", "e"], 1, 2) == ["b", "d"]
+
+
+@pytest.mark.parametrize("index, count", [(2, 2), (-1, 2), (0, 0)])
+def test_shard_rejects_bad_hosts(index, count):
+    with pytest.raises(ValidationError):
+        transfer.shard(["a"], index, count)
+
+
+@pytest.fixture(params=["local", "s3"])
+def target(request, tmp_path):
+    if request.param == "s3":
+        s3 = request.getfixturevalue("s3")
+        return s3.bucket("out") + "/job/output"
+    return str(tmp_path / "remote" / "job" / "output")
+
+
+def test_upload_file_and_dir_round_trip(target, tmp_path):
+    src = tmp_path / "model"
+    for key, data in FILES.items():
+        (src / key).parent.mkdir(parents=True, exist_ok=True)
+        (src / key).write_bytes(data)
+    assert transfer.upload_dir(src, target + "/model") == sum(map(len, FILES.values()))
+    (tmp_path / "one.tar.gz").write_bytes(b"tarball")
+    transfer.upload_file(tmp_path / "one.tar.gz", target + "/model.tar.gz")
+    transfer.upload_file(tmp_path / "one.tar.gz", target + "/model.tar.gz")  # overwrite is fine
+    assert transfer.list_objects(target) == sorted(["model.tar.gz", *(f"model/{k}" for k in FILES)])
+    transfer.download(target, tmp_path / "back")
+    assert (tmp_path / "back" / "model.tar.gz").read_bytes() == b"tarball"
+    assert (tmp_path / "back" / "model" / "sub/deep/c.bin").read_bytes() == FILES["sub/deep/c.bin"]
+
+
+def test_local_upload_leaves_no_temp_files(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 10)
+    transfer.upload_file(tmp_path / "f", str(tmp_path / "out" / "f"))
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["f"]
+
+
+def test_upload_missing_local_is_an_error(tmp_path):
+    with pytest.raises(StorageError):
+        transfer.upload_file(tmp_path / "nope", str(tmp_path / "x"))
+    with pytest.raises(StorageError):
+        transfer.upload_dir(tmp_path / "nope", str(tmp_path / "x"))
+
+
+def test_many_objects_concurrently(s3, tmp_path):
+    bucket = s3.bucket("many")
+    for i in range(40):
+        s3.put(f"{bucket}/p/{i:02d}/f", bytes([i]) * (i + 1))
+    assert transfer.download(f"{bucket}/p", tmp_path / "d") == sum(range(1, 41))
+    assert (tmp_path / "d" / "39" / "f").read_bytes() == bytes([39]) * 40

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from shipyard.errors import StorageError
+from shipyard.storage import uri
+
+
+def test_import_is_light():
+    code = "import sys, shipyard.storage.uri, shipyard.storage.transfer, shipyard.storage.archive; " \
+           "print(sorted(m for m in ('s3fs', 'boto3', 'botocore', 'aiobotocore') if m in sys.modules))"
+    out = os.popen(f"{sys.executable} -c \"{code}\"").read().strip()
+    assert out == "[]"
+
+
+@pytest.mark.parametrize(
+    "base, parts, expected",
+    [
+        ("s3://b/out", ("job", "output"), "s3://b/out/job/output"),
+        ("s3://b/out/", ("/job/", "output/"), "s3://b/out/job/output"),
+        ("s3://b", ("k",), "s3://b/k"),
+        ("file:///tmp/x", ("a", "b"), "file:///tmp/x/a/b"),
+        ("/tmp/x", ("a", "b"), "/tmp/x/a/b"),
+        ("rel", ("a",), "rel/a"),
+        ("s3://b/out", (), "s3://b/out"),
+    ],
+)
+def test_join(base, parts, expected):
+    assert uri.join(base, *parts) == expected
+
+
+def test_is_local():
+    assert uri.is_local("/tmp/x") and uri.is_local("rel/x") and uri.is_local("file:///tmp/x")
+    assert not uri.is_local("s3://b/x") and not uri.is_local("memory://x")
+
+
+def test_local_filesystem_paths_are_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fs, path = uri.filesystem("sub/file.txt")
+    assert "file" in fs.protocol and path == f"{tmp_path}/sub/file.txt"
+    fs, path = uri.filesystem(f"file://{tmp_path}/a")
+    assert "file" in fs.protocol and path == f"{tmp_path}/a"
+
+
+def test_exists_local(tmp_path):
+    (tmp_path / "f").write_text("x")
+    assert uri.exists(str(tmp_path / "f")) and uri.exists(f"file://{tmp_path}")
+    assert not uri.exists(str(tmp_path / "missing"))
+
+
+def test_unknown_scheme_is_a_storage_error():
+    with pytest.raises(StorageError, match=r"nosuchscheme://bucket/x.*scheme"):
+        uri.filesystem("nosuchscheme://bucket/x")
+
+
+def test_s3_endpoint_precedence(monkeypatch):
+    for name in uri.ENDPOINT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert uri.s3_endpoint() is None
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://generic")
+    assert uri.s3_endpoint() == "http://generic"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3-specific")
+    assert uri.s3_endpoint() == "http://s3-specific"
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", "http://shipyard")
+    assert uri.s3_endpoint() == "http://shipyard"
+    fs, path = uri.filesystem("s3://bucket/key")
+    assert fs.client_kwargs["endpoint_url"] == "http://shipyard" and path == "bucket/key"
+
+
+def test_s3_exists(s3):
+    bucket = s3.bucket("exists")
+    s3.put(f"{bucket}/pre/fix/obj", b"1")
+    assert uri.exists(f"{bucket}/pre/fix/obj")
+    assert uri.exists(f"{bucket}/pre")
+    assert not uri.exists(f"{bucket}/nothing")
+    assert not uri.exists("s3://no-such-bucket-here/x")
+
+
+def test_s3_sees_objects_written_after_a_listing(s3):
+    bucket = s3.bucket("fresh")
+    assert not uri.exists(f"{bucket}/later")
+    s3.put(f"{bucket}/later", b"1")
+    assert uri.exists(f"{bucket}/later")

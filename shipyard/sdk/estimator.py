@@ -280,7 +280,7 @@ class EstimatorBase:
         estimator.latest_training_job = TrainingJob(spec.job_name, store)
         estimator.jobs = [estimator.latest_training_job]
         if wait:
-            estimator.latest_training_job.wait(logs="None")
+            estimator.latest_training_job.wait(logs="None", quiet=True)
         return estimator
 
     def _attached(self, kwargs: dict[str, Any]) -> None:

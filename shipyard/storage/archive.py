@@ -98,7 +98,9 @@ def pack_source(
             raise ValidationError("source_dir", str(source_dir), "no such directory")
         if not (source_dir / entry_point).is_file():
             raise ValidationError(
-                "entry_point", str(entry_point), f"no such file in source_dir {source_dir}; give a path relative to it"
+                "entry_point",
+                str(entry_point),
+                f"no such file in source_dir {source_dir}; give a path relative to it",
             )
         tops = sorted((Path(e.path) for e in os.scandir(source_dir)), key=lambda p: p.name)
     for dependency in map(Path, dependencies):
@@ -149,7 +151,9 @@ def _check(members: list[tarfile.TarInfo], dest: Path) -> None:
         if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
             raise StorageError(f"refusing to extract {name!r}: device, fifo or other special member")
         if not _inside(name, links) or not on_disk_inside(name):
-            raise StorageError(f"refusing to extract {name!r}: it would be written through a link or outside {dest}")
+            raise StorageError(
+                f"refusing to extract {name!r}: it would be written through a link or outside {dest}"
+            )
         if not (m.issym() or m.islnk()):
             continue
         target = m.linkname

@@ -55,7 +55,7 @@ def shard(keys: Sequence[str], host_index: int, host_count: int) -> list[str]:
         raise ValidationError("host_count", host_count, "must be at least 1")
     if not 0 <= host_index < host_count:
         raise ValidationError("host_index", host_index, f"must be in 0..{host_count - 1} (0-based)")
-    n = -(-len(keys) // host_count); return sorted(keys)[host_index * n:(host_index + 1) * n]
+    return sorted(keys)[host_index::host_count]
 
 
 def _target(dest: Path, key: str) -> Path:

@@ -37,10 +37,9 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         endpoint = s3_endpoint()
         if endpoint:
             kwargs["client_kwargs"] = {"endpoint_url": endpoint}
-    if protocol is not None and protocol not in LOCAL_PROTOCOLS:
-        # Remote listings change under us (other hosts, other processes); a cached instance would
-        # also keep the credentials/endpoint of whoever asked first.
-        kwargs["skip_instance_cache"] = True
+        # Other hosts and processes write under the same prefixes: never answer from a stale
+        # listing. The instance itself stays cached (per endpoint): a new client costs ~1 s.
+        kwargs["use_listings_cache"] = False
     try:
         fs, path = url_to_fs(uri, **kwargs)
     except ImportError as exc:

@@ -150,3 +150,15 @@ def test_many_objects_concurrently(s3, tmp_path):
         s3.put(f"{bucket}/p/{i:02d}/f", bytes([i]) * (i + 1))
     assert transfer.download(f"{bucket}/p", tmp_path / "d") == sum(range(1, 41))
     assert (tmp_path / "d" / "39" / "f").read_bytes() == bytes([39]) * 40
+
+
+def test_s3_key_with_dotdot_is_refused_before_writing(s3, tmp_path):
+    # S3 keys are strings: "train/../../escape" is a real object and lists as "../../escape".
+    bucket = s3.bucket("sneaky")
+    s3.put(f"{bucket}/train/a", b"1")
+    s3.put(f"{bucket}/train/../../escape", b"evil")
+    assert transfer.list_objects(f"{bucket}/train") == ["../../escape", "a"]
+    dest = tmp_path / "x" / "dest"
+    with pytest.raises(StorageError, match="escape"):
+        transfer.download(f"{bucket}/train", dest)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "escape").exists()

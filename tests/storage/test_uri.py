@@ -80,7 +80,12 @@ def test_s3_exists(s3):
 
 
 def test_s3_sees_objects_written_after_a_listing(s3):
+    from shipyard.storage import transfer
+
     bucket = s3.bucket("fresh")
-    assert not uri.exists(f"{bucket}/later")
-    s3.put(f"{bucket}/later", b"1")
-    assert uri.exists(f"{bucket}/later")
+    s3.put(f"{bucket}/p/first", b"1")
+    assert not uri.exists(f"{bucket}/p/later")
+    assert transfer.list_objects(f"{bucket}/p") == ["first"]
+    s3.put(f"{bucket}/p/later", b"1")
+    assert uri.exists(f"{bucket}/p/later")
+    assert transfer.list_objects(f"{bucket}/p") == ["first", "later"]

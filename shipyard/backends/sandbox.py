@@ -27,9 +27,16 @@ def hosts_file(addresses: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@functools.cache
 def bwrap_problem() -> str | None:
-    """None when bubblewrap can make our sandboxes here, else why not (shown to the user)."""
+    """None when bubblewrap can make our sandboxes here, else why not (shown to the user).
+    SHIPYARD_SANDBOX=off runs instances as plain processes on purpose."""
+    return _bwrap_problem(os.environ.get("SHIPYARD_SANDBOX", ""))
+
+
+@functools.cache
+def _bwrap_problem(setting: str) -> str | None:
+    if setting.lower() in ("0", "off", "none", "false"):
+        return "disabled by SHIPYARD_SANDBOX"
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return "bubblewrap (bwrap) is not installed; run `make setup` or `apt-get install bubblewrap`"

@@ -174,3 +174,19 @@ def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path):
     assert description["TrainingJobStatus"] == "Failed"
     assert "controller" in description["FailureReason"]
     assert "up" in log.read_text()  # logs survive
+
+
+def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_SANDBOX", "off")
+    source = _source(tmp_path, {"train.py": """
+        import os
+        model = os.environ["SM_MODEL_DIR"]
+        assert not model.startswith("/opt/ml"), model
+        open(os.path.join(model, "where.txt"), "w").write(model)
+    """})
+    est = _estimator(source, instance_count=2)
+    est.fit(logs=False)
+    files = _model_files(est.latest_training_job)
+    assert set(files) == {"where.txt"}
+    assert files["where.txt"].decode().endswith("/instances/algo-2/ml/model")  # the later host wins a clash
+    assert any("without a sandbox" in w for w in est.latest_training_job.describe()["Warnings"])

@@ -190,3 +190,24 @@ def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path,
     assert set(files) == {"where.txt"}
     assert files["where.txt"].decode().endswith("/instances/algo-2/ml/model")  # the later host wins a clash
     assert any("without a sandbox" in w for w in est.latest_training_job.describe()["Warnings"])
+
+
+def test_killed_agent_fails_the_job_naming_the_instance(home, tmp_path):
+    source = _source(tmp_path, {"train.py": "import time\nprint('up', flush=True)\ntime.sleep(300)\n"})
+    est = _estimator(source, instance_count=2)
+    est.fit(wait=False)
+    job = est.latest_training_job
+    store = Store()
+    log = store.log_path(job.name, "algo-2")
+    deadline = time.monotonic() + 60
+    while "up" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    controller = psutil.Process(store.get_job(job.name).controller_pid)
+    agents = [p for p in controller.children(recursive=True)
+              if "shipyard.runtime.agent" in " ".join(p.cmdline()) and "algo-2" in " ".join(p.cmdline())
+              and p.name() != "bwrap"]
+    assert len(agents) == 1
+    agents[0].kill()
+    with pytest.raises(UnexpectedStatusError, match="algo-2: the instance exited with code"):
+        job.wait(logs=False)
+    assert "up" in log.read_text()

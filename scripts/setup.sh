@@ -71,6 +71,8 @@ fi
 key=$(cat pyproject.toml constraints-dev.txt | sha256sum | cut -c1-16)
 if [ ! -f "$STAMP_DIR/$key" ]; then
     say "installing shipyard and dev dependencies into $VENV (the first run takes a few minutes)"
+    # The pip a venv starts with (23.x) gives up resolving s3fs/fsspec/botocore; a current one does not.
+    "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check --upgrade pip
     "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check \
         -c constraints-dev.txt -e '.[dev]'
     rm -rf "$STAMP_DIR"

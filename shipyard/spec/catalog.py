@@ -6,7 +6,6 @@ type of their own."""
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.settings import shipyard_home
 
 CATALOG_FILE = "instance_types.yaml"
 
@@ -32,10 +32,6 @@ class InstanceType(BaseModel):
     gpu_memory_gib: float | None = Field(default=None, ge=0)  # per GPU
     on_demand_usd_per_hour: float = Field(default=0, ge=0)
     spot_usd_per_hour: float = Field(default=0, ge=0)
-
-
-def shipyard_home() -> Path:
-    return Path(os.environ.get("SHIPYARD_HOME") or "~/.shipyard").expanduser()
 
 
 def _read_entries(text: str, source: str) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard.errors import ConflictError, NotFoundError, closest
+from shipyard.settings import shipyard_home
 from shipyard.spec.job import TERMINAL_STATUSES, JobSpec
 
 SCHEMA = """
@@ -59,10 +59,6 @@ CREATE TABLE IF NOT EXISTS metrics (
 );
 CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job, name, ts);
 """
-
-
-def shipyard_home() -> Path:
-    return Path(os.environ.get("SHIPYARD_HOME") or Path.home() / ".shipyard").expanduser()
 
 
 @dataclass(frozen=True)

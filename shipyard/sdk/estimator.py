@@ -130,7 +130,7 @@ class EstimatorBase:
         return generate_job_name(base)
 
     def _output_path(self, store) -> str:
-        return self.output_path or f"file://{store.home / 'output'}"
+        return _absolute(self.output_path) if self.output_path else f"file://{store.home / 'output'}"
 
     def _source(self) -> tuple[Path, Path | None, str]:
         """(entry point file, source dir or None, sagemaker_program); checks both exist."""
@@ -167,8 +167,9 @@ class EstimatorBase:
             for option in ("compression", "instance_groups", "shuffle_config", "attribute_names"):
                 if getattr(item, option):
                     raise ValidationError(f"{field}.{option}", getattr(item, option), "not supported yet; remove it")
-            _check_uri_exists(field, item.s3_data)
-            channels.append(_pydantic(ChannelSpec, field, name=name, uri=item.s3_data,
+            uri = _absolute(item.s3_data)
+            _check_uri_exists(field, uri)
+            channels.append(_pydantic(ChannelSpec, field, name=name, uri=uri,
                                       distribution=item.distribution or "FullyReplicated",
                                       content_type=item.content_type, record_wrapping=item.record_wrapping,
                                       s3_data_type=item.s3_data_type))
@@ -188,7 +189,8 @@ class EstimatorBase:
         _check_output_path(output_path)
         from shipyard.storage.uri import join
 
-        code_uri = join(self.code_location or output_path, name, "source", "sourcedir.tar.gz")
+        code_uri = join(_absolute(self.code_location) if self.code_location else output_path,
+                        name, "source", "sourcedir.tar.gz")
         user = {**self._hyperparameters, **self._framework_hyperparameters(name, output_path)}
         encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
         hyperparameters = {
@@ -317,6 +319,11 @@ def _pydantic(model: type, field: str, **values: Any):
         where = ".".join(str(p) for p in error["loc"])
         raise ValidationError(f"{field}.{where}" if where else field, error.get("input"),
                               error["msg"].removeprefix("Value error, ")) from None
+
+
+def _absolute(uri: str) -> str:
+    """A plain relative path means the caller's directory, wherever the job's processes run."""
+    return uri if "://" in uri else str(Path(uri).expanduser().resolve())
 
 
 def _metric(index: int, definition: Any) -> MetricDefinition:

@@ -28,11 +28,9 @@ class TrainingJob:
     def wait(self, logs: Any = "All", quiet: bool = False) -> dict:
         """Block until the job ends; with logs, show its log lines and status changes as they happen.
         A job that ends other than Completed raises, except Stopped, which only warns (as SageMaker)."""
-        from rich.console import Console
+        from shipyard.sdk.watch import log_console, watch
 
-        from shipyard.sdk.watch import watch
-
-        console = Console(quiet=quiet)
+        console = log_console(quiet=quiet)
         description = watch(self.store, self.name, show_logs=logs not in (False, None, "None"), console=console)
         status = description["TrainingJobStatus"]
         if status == "Stopped":

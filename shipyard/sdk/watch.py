@@ -21,14 +21,15 @@ class LogTail:
     def __init__(self, host: str, path: Path) -> None:
         self.host, self.path, self.offset = host, path, 0
 
-    def lines(self) -> list[str]:
+    def lines(self, final: bool = False) -> list[str]:
+        """Complete lines only while the file may still grow; with final, a last unterminated one too."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 data = f.read()
         except FileNotFoundError:
             return []
-        end = data.rfind(b"\n") + 1
+        end = len(data) if final else data.rfind(b"\n") + 1
         self.offset += end
         return data[:end].decode(errors="replace").splitlines()
 
@@ -47,23 +48,28 @@ def tails(store, name: str) -> list[LogTail]:
     return [LogTail(host, store.log_path(name, host)) for host in hosts]
 
 
-def print_log_lines(console: Console, tail: LogTail) -> None:
+def log_console(**kwargs) -> Console:
+    """Log lines are printed as they are: no emoji codes, no markup guessing, no wrapping."""
+    return Console(soft_wrap=True, emoji=False, highlight=False, **kwargs)
+
+
+def print_log_lines(console: Console, tail: LogTail, final: bool = False) -> None:
     style = _style(tail.host)
-    for line in tail.lines():
+    for line in tail.lines(final):
         console.print(f"[{style}]{tail.host}[/{style}] | {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def print_logs(store, name: str, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or log_console()
     for tail in tails(store, name):
-        print_log_lines(console, tail)
+        print_log_lines(console, tail, final=True)
 
 
 def watch(store, name: str, show_logs: bool = True, console: Console | None = None) -> dict:
     from shipyard.control.describe import describe_record
     from shipyard.control.reconcile import reconcile
 
-    console = console or Console()
+    console = console or log_console()
     log_tails = tails(store, name)
     seen_transitions, seen_event = 0, 0
     last_progress: dict[str, float] = {}
@@ -79,7 +85,7 @@ def watch(store, name: str, show_logs: bool = True, console: Console | None = No
             _print_event(console, event, last_progress)
         if show_logs:
             for tail in log_tails:
-                print_log_lines(console, tail)
+                print_log_lines(console, tail, final=record.terminal)
         if record.terminal:
             break
         time.sleep(POLL_SECONDS)

@@ -1,0 +1,346 @@
+"""What `shipyard run` submits: a job.yaml (the Estimator's arguments plus `inputs`, `framework`,
+`job_name`), the command-line options that override it, and the estimator built from both.
+
+Relative paths in a job.yaml are relative to the file's directory; on the command line, to the current
+directory. Either way they are made absolute here, because the controller and the instances do not run
+in the directory the user typed them in."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+
+from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.sdk.arguments import DEPRECATED, MEANINGLESS_HERE, NOT_YET
+
+FRAMEWORKS: dict[str, str] = {
+    "pytorch": "shipyard.sdk.frameworks:PyTorch",
+    "tensorflow": "shipyard.sdk.frameworks:TensorFlow",
+    "sklearn": "shipyard.sdk.frameworks:SKLearn",
+    "xgboost": "shipyard.sdk.frameworks:XGBoost",
+    "none": "shipyard.sdk.estimator:Estimator",
+}
+DEFAULT_FRAMEWORK = "pytorch"
+CHANNEL_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
+# SageMaker arguments a migrated file may carry: handed to the estimator, which warns or refuses.
+PASSTHROUGH = MEANINGLESS_HERE | set(NOT_YET) | set(DEPRECATED)
+
+
+# -- job.yaml ---------------------------------------------------------------------------------------
+def _text(value: Any) -> Any:
+    """YAML reads `framework_version: 2.1` and `FOO: 1` as numbers; they are strings here."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class InputFile(_Frozen):
+    """One channel: TrainingInput's fields."""
+
+    s3_data: str
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] | None = None
+    compression: str | None = None
+    content_type: str | None = None
+    record_wrapping: str | None = None
+    s3_data_type: str | None = None
+    instance_groups: list[str] | None = None
+    input_mode: str | None = None
+    attribute_names: list[str] | None = None
+    target_attribute_name: str | None = None
+    shuffle_config: Any = None
+
+
+class JobFile(_Frozen):
+    """The documented job.yaml schema: the Estimator's arguments (same names) plus three of our own."""
+
+    framework: Literal["pytorch", "tensorflow", "sklearn", "xgboost", "none"] | None = None
+    job_name: str | None = None
+    inputs: dict[str, InputFile] | None = None
+    entry_point: str | None = None
+    source_dir: str | None = None
+    dependencies: list[str] | None = None
+    hyperparameters: dict[str, Any] | None = None
+    instance_count: int | None = None
+    instance_type: str | None = None
+    max_run: int | None = None
+    input_mode: str | None = None
+    output_path: str | None = None
+    code_location: str | None = None
+    base_job_name: str | None = None
+    metric_definitions: list[dict[str, str]] | None = None
+    environment: dict[str, Text] | None = None
+    container_log_level: Any = None
+    distribution: Any = None          # a strategy name or SageMaker's dict; the SDK validates it
+    framework_version: Text | None = None
+    py_version: Text | None = None
+    tags: list[dict[str, str]] | None = None
+    oversubscribe: bool | None = None
+    stop_grace_seconds: float | None = None
+    backend: str | None = None
+    enable_sagemaker_metrics: bool | None = None
+    disable_profiler: bool | None = None
+    debugger_hook_config: Any = None
+    model_dir: Any = None             # TensorFlow only
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _uris(cls, value: Any) -> Any:
+        """`inputs: URI` is the 'training' channel and `name: URI` is `name: {s3_data: URI}`, as fit()."""
+        if isinstance(value, str):
+            value = {"training": value}
+        if isinstance(value, dict):
+            return {k: {"s3_data": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+
+TOP_LEVEL_NAMES = frozenset(JobFile.model_fields) | PASSTHROUGH
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything `run` needs: which estimator, its arguments, fit()'s inputs and job name."""
+
+    framework: str | None = None
+    job_name: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def load(path: str | Path) -> JobRequest:
+    path = Path(path)
+    label = str(path)
+    try:
+        import yaml
+
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ValidationError("job file", label, "no such file") from None
+    except Exception as exc:  # yaml.YAMLError, a directory, unreadable bytes
+        raise ValidationError("job file", label, f"cannot be read as YAML: {exc}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ValidationError("job file", label, "must be a mapping of Estimator arguments to values")
+    for key in raw:
+        if not isinstance(key, str) or key not in TOP_LEVEL_NAMES:
+            raise unknown_name_error(f"{label}: key", str(key), TOP_LEVEL_NAMES - set(DEPRECATED))
+    passthrough = {k: v for k, v in raw.items() if k in PASSTHROUGH}
+    try:
+        model = JobFile.model_validate({k: v for k, v in raw.items() if k not in PASSTHROUGH})
+    except pydantic.ValidationError as exc:
+        raise _translate(label, exc) from None
+    values = model.model_dump(exclude_unset=True)
+    inputs = {name: {k: v for k, v in item.items() if v is not None}
+              for name, item in (values.pop("inputs", None) or {}).items()}
+    request = JobRequest(framework=values.pop("framework", None), job_name=values.pop("job_name", None),
+                         arguments={**values, **passthrough}, inputs=inputs)
+    return _resolve(request, path.resolve().parent)
+
+
+def _translate(label: str, exc: pydantic.ValidationError) -> ValidationError:
+    """pydantic's error as ours: the key, the value, the fix; a misspelled key gets the closest one."""
+    errors = exc.errors()
+    extra = next((e for e in errors if e["type"] == "extra_forbidden"), None)
+    if extra is not None:
+        *where, key = (str(p) for p in extra["loc"])
+        # The only nested model is a channel of `inputs`.
+        valid = InputFile.model_fields if where else TOP_LEVEL_NAMES
+        return unknown_name_error(f"{label}: key in {'.'.join(where)}", key, valid)
+    error = max(errors, key=lambda e: len(e["loc"]))
+    where = ".".join(str(p) for p in error["loc"])
+    return ValidationError(f"{label}: {where}", error.get("input"), error["msg"])
+
+
+def _absolute(path: str, base: Path) -> str:
+    """A plain local path made absolute against base; URIs (s3://, file://) are left as they are."""
+    if "://" in path:
+        return path
+    return os.path.normpath(base / Path(path).expanduser())
+
+
+def _resolve(request: JobRequest, base: Path) -> JobRequest:
+    args = dict(request.arguments)
+    if isinstance(args.get("source_dir"), str):
+        args["source_dir"] = _absolute(args["source_dir"], base)
+    elif isinstance(args.get("entry_point"), str):
+        # With a source_dir the entry point is relative to it, as in SageMaker.
+        args["entry_point"] = _absolute(args["entry_point"], base)
+    if args.get("dependencies"):
+        args["dependencies"] = [_absolute(d, base) for d in args["dependencies"]]
+    for key in ("output_path", "code_location"):
+        if isinstance(args.get(key), str):
+            args[key] = _absolute(args[key], base)
+    inputs = {name: {**item, "s3_data": _absolute(item["s3_data"], base)} for name, item in request.inputs.items()}
+    return replace(request, arguments=args, inputs=inputs)
+
+
+# -- command-line options ---------------------------------------------------------------------------
+def parse_value(text: str) -> Any:
+    """A hyperparameter value: JSON when it parses (3, 0.01, true, [1,2]), else the string as typed."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text  # NaN/Infinity are not JSON; keep what was typed
+    return value
+
+
+def parse_pair(option: str, text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValidationError(option, text, "use KEY=VALUE")
+    return key.strip(), value
+
+
+def parse_channel(text: str) -> tuple[str, dict[str, Any]]:
+    """`name=URI` or `name=URI:ShardedByS3Key` (or `:FullyReplicated`)."""
+    name, uri = parse_pair("--channel", text)
+    item: dict[str, Any] = {}
+    head, sep, tail = uri.rpartition(":")
+    if sep and tail in CHANNEL_DISTRIBUTIONS:
+        uri, item["distribution"] = head, tail
+    if not uri:
+        raise ValidationError("--channel", text, "give the channel's URI, e.g. train=s3://bucket/train")
+    item["s3_data"] = _absolute(uri, Path.cwd())
+    return name, item
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """`shipyard run`'s job options; None (or empty) means not given, so the file's value stands."""
+
+    source_dir: str | None = None
+    instance_count: int | None = None
+    instance_type: str | None = None
+    distribution: str | None = None
+    processes_per_host: int | None = None
+    hyperparameters: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    sharded: tuple[str, ...] = ()
+    output_path: str | None = None
+    metrics: tuple[str, ...] = ()
+    environment: tuple[str, ...] = ()
+    max_run: int | None = None
+    job_name: str | None = None
+    base_job_name: str | None = None
+    framework: str | None = None
+    oversubscribe: bool | None = None
+    stop_grace_seconds: float | None = None
+
+
+def build_request(target: str, options: RunOptions) -> JobRequest:
+    """The job file (or the entry point) with the options applied on top."""
+    if target.endswith((".yaml", ".yml")):
+        request = load(target)
+    else:
+        request = JobRequest(arguments={"entry_point": target})
+    args = dict(request.arguments)
+    cwd = Path.cwd()
+    scalars = {
+        "source_dir": _absolute(options.source_dir, cwd) if options.source_dir else None,
+        "instance_count": options.instance_count, "instance_type": options.instance_type,
+        "output_path": _absolute(options.output_path, cwd) if options.output_path else None,
+        "max_run": options.max_run, "base_job_name": options.base_job_name,
+        "oversubscribe": options.oversubscribe, "stop_grace_seconds": options.stop_grace_seconds,
+    }
+    args.update({k: v for k, v in scalars.items() if v is not None})
+    if options.hyperparameters:
+        pairs = [parse_pair("--hp", text) for text in options.hyperparameters]
+        args["hyperparameters"] = {**(args.get("hyperparameters") or {}),
+                                   **{k: parse_value(v) for k, v in pairs}}
+    if options.environment:
+        args["environment"] = {**(args.get("environment") or {}),
+                               **dict(parse_pair("--env", text) for text in options.environment)}
+    if options.metrics:
+        args["metric_definitions"] = _merge_metrics(args.get("metric_definitions") or [], options.metrics)
+    if options.distribution:
+        args["distribution"] = {options.distribution: {"enabled": True}}
+    if options.processes_per_host is not None:
+        args["distribution"] = _with_processes(args.get("distribution"), options.processes_per_host)
+    if isinstance(args.get("entry_point"), str) and args.get("source_dir"):
+        args["entry_point"] = _in_source_dir(args["entry_point"], args["source_dir"])
+    framework = options.framework or request.framework or DEFAULT_FRAMEWORK
+    if "model_dir" in args and framework != "tensorflow":
+        raise ValidationError("model_dir", args["model_dir"], "only the tensorflow framework takes model_dir")
+    return JobRequest(framework=framework, job_name=options.job_name or request.job_name, arguments=args,
+                      inputs=_merge_inputs(request.inputs, options.channels, options.sharded))
+
+
+def _merge_metrics(defined: list[dict[str, str]], texts: tuple[str, ...]) -> list[dict[str, str]]:
+    """`--metric name=regex` replaces the file's definition of that name, or adds one."""
+    metrics = [dict(m) for m in defined]
+    for text in texts:
+        name, regex = parse_pair("--metric", text)
+        metrics = [m for m in metrics if (m.get("Name") or m.get("name")) != name]
+        metrics.append({"Name": name, "Regex": regex})
+    return metrics
+
+
+def _with_processes(distribution: Any, count: int) -> dict[str, Any]:
+    if isinstance(distribution, str):
+        distribution = {distribution: {"enabled": True}}
+    enabled = [k for k, v in (distribution or {}).items() if isinstance(v, dict) and v.get("enabled")]
+    if not enabled:
+        raise ValidationError("--processes-per-host", count,
+                              "needs a distribution strategy, e.g. --distribution torch_distributed")
+    return {k: {**v, "processes_per_host": count} if k in enabled else v for k, v in distribution.items()}
+
+
+def _in_source_dir(entry_point: str, source_dir: str) -> str:
+    """`src/train.py --source-dir src` (as a shell completes it) means train.py inside src."""
+    source = Path(source_dir.removeprefix("file://")).expanduser()
+    if (source / entry_point).is_file() or not Path(entry_point).is_file():
+        return entry_point
+    try:
+        return str(Path(entry_point).resolve().relative_to(source.resolve()))
+    except ValueError:
+        return entry_point
+
+
+def _merge_inputs(inputs: dict[str, dict[str, Any]], channels: tuple[str, ...],
+                  sharded: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    merged = dict(inputs)
+    for text in channels:
+        name, item = parse_channel(text)
+        merged[name] = item
+    for name in sharded:
+        if name not in merged:
+            raise unknown_name_error("--sharded", name, merged) if merged else ValidationError(
+                "--sharded", name, "no such channel; give it with --channel NAME=URI")
+        merged[name] = {**merged[name], "distribution": "ShardedByS3Key"}
+    return merged
+
+
+# -- the estimator ----------------------------------------------------------------------------------
+def make_estimator(request: JobRequest):
+    import importlib
+
+    module, _, attr = FRAMEWORKS[request.framework or DEFAULT_FRAMEWORK].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(**request.arguments)
+
+
+def fit_inputs(request: JobRequest) -> dict | None:
+    """fit()'s `inputs`: channel name -> TrainingInput."""
+    from shipyard.sdk.inputs import TrainingInput
+
+    if not request.inputs:
+        return None
+    return {name: TrainingInput(**item) for name, item in request.inputs.items()}

@@ -1,0 +1,329 @@
+"""`shipyard`: submit training jobs and look after them.
+
+    shipyard run train.py --instance-count 2 --distribution torch_distributed --hp epochs=3
+    shipyard run job.yaml --hp lr=0.1        # options override the file
+    shipyard jobs list | describe | wait | stop | logs
+
+Errors shipyard raises on purpose print as `error: ...` (exit 2; 1 when a job ended other than
+Completed), never as a traceback. Everything heavy is imported inside the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import click
+
+from shipyard.errors import ShipyardError, UnexpectedStatusError
+
+STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
+STATUS_STYLES = {"Completed": "green", "Failed": "red", "Stopped": "yellow", "Stopping": "yellow",
+                 "InProgress": "cyan"}
+POLL_SECONDS = 0.25
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _error(message: str) -> None:
+    from rich.markup import escape
+
+    _stderr().print(f"[bold red]error:[/bold red] {escape(message)}")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from rich.markup import escape
+
+    _stderr().print(f"[yellow]warning:[/yellow] {escape(str(message))}")
+
+
+class ShipyardGroup(click.Group):
+    """Turns shipyard's errors into `error: ...` and an exit code, and warnings into `warning: ...`."""
+
+    def invoke(self, ctx: click.Context):
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except UnexpectedStatusError as exc:
+                _error(str(exc))
+                ctx.exit(1)
+            except ShipyardError as exc:
+                _error(str(exc))
+                ctx.exit(2)
+
+
+def _store():
+    from shipyard.store import Store
+
+    return Store()
+
+
+@click.group(cls=ShipyardGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="shipyard", prog_name="shipyard")
+def cli() -> None:
+    """Distributed training jobs with the SageMaker Training contract, on machines you own.
+
+    Jobs live under $SHIPYARD_HOME (default ~/.shipyard)."""
+
+
+# -- run --------------------------------------------------------------------------------------------
+@cli.command(epilog="""\b
+Examples:
+  shipyard run train.py --source-dir src --instance-count 2 --distribution torch_distributed \\
+      --hp epochs=3 --channel train=s3://bucket/train --metric loss='loss=([0-9.]+)'
+  shipyard run job.yaml --hp lr=0.1 --detach
+  shipyard run train.py --instance-count 2 --dry-run --json""")
+@click.argument("target", metavar="ENTRY_POINT|JOB.yaml")
+@click.option("--source-dir", help="Directory packed as the job's code; ENTRY_POINT is inside it.")
+@click.option("--instance-count", type=int, help="Number of instances (default 1).")
+@click.option("--instance-type", help="Instance type from the catalog (default local).")
+@click.option("--distribution", metavar="STRATEGY", help="torch_distributed, pytorchddp, ...")
+@click.option("--processes-per-host", type=int, help="Processes per instance for the distribution.")
+@click.option("--hp", "--hyperparameter", "hyperparameters", multiple=True, metavar="KEY=VALUE",
+              help="Hyperparameter; VALUE is JSON when it parses (3, 0.1, true, [1,2]), else a string.")
+@click.option("--channel", "channels", multiple=True, metavar="NAME=URI[:ShardedByS3Key]",
+              help="Input channel (s3://, file:// or a local path).")
+@click.option("--sharded", multiple=True, metavar="NAME", help="Shard channel NAME across instances.")
+@click.option("--output-path", help="Where model.tar.gz and output.tar.gz go.")
+@click.option("--metric", "metrics", multiple=True, metavar="NAME=REGEX",
+              help="Metric scraped from the logs: the regex's first group.")
+@click.option("--env", "environment", multiple=True, metavar="KEY=VALUE", help="Environment variable.")
+@click.option("--max-run", type=int, help="Seconds before the job is stopped (default 86400).")
+@click.option("--job-name", help="Job name (default: BASE-JOB-NAME plus a timestamp).")
+@click.option("--base-job-name")
+@click.option("--framework", type=click.Choice(["pytorch", "tensorflow", "sklearn", "xgboost", "none"]),
+              help="Estimator class (default pytorch; none: the generic Estimator).")
+@click.option("--oversubscribe/--no-oversubscribe", default=None,
+              help="Let instances share this machine's CPUs and memory.")
+@click.option("--stop-grace-seconds", type=float, help="SIGTERM to SIGKILL on stop (default 120).")
+@click.option("--detach", is_flag=True, help="Print the job name and return; the job keeps running.")
+@click.option("--dry-run", is_flag=True, help="Print what each instance would run; start nothing.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@click.option("--no-logs", is_flag=True, help="While waiting, show status changes only.")
+@click.pass_context
+def run(ctx: click.Context, target: str, detach: bool, dry_run: bool, as_json: bool, no_logs: bool,
+        **options) -> None:
+    """Run ENTRY_POINT (a script) or JOB.yaml as a training job and follow it."""
+    from shipyard.cli import jobfile
+
+    if as_json and not dry_run:
+        raise click.UsageError("--json goes with --dry-run")
+    request = jobfile.build_request(target, jobfile.RunOptions(**options))
+    estimator = jobfile.make_estimator(request)
+    inputs = jobfile.fit_inputs(request)
+    if dry_run:
+        _print_plan(estimator.plan(inputs, job_name=request.job_name), as_json)
+        return
+    # fit(wait=False) then wait, rather than fit(wait=True): the job's name is shown before its logs.
+    estimator.fit(inputs, wait=False, job_name=request.job_name)
+    job = estimator.latest_training_job
+    if detach:
+        click.echo(job.name)
+        return
+    _stderr().print(f"[bold]{job.name}[/bold]  (detach with Ctrl-C; `shipyard stop {job.name}` stops it)")
+    try:
+        description = _watch(job.store, job.name, show_logs=not no_logs)
+    except KeyboardInterrupt:
+        _stderr().print(f"job {job.name} keeps running: `shipyard wait {job.name}`, `shipyard stop {job.name}`")
+        ctx.exit(130)
+    # As TrainingJob.wait(): Failed is an error, Stopped a warning; either way not a success.
+    status = description["TrainingJobStatus"]
+    if status == "Failed":
+        raise UnexpectedStatusError(job.name, status, description.get("FailureReason"))
+    if status != "Completed":
+        warnings.warn(f"job {job.name} was stopped ({description['SecondaryStatus']})", stacklevel=1)
+    ctx.exit(0 if status == "Completed" else 1)
+
+
+def _watch(store, name: str, show_logs: bool) -> dict:
+    from shipyard.sdk.watch import watch
+
+    return watch(store, name, show_logs=show_logs)
+
+
+def plan_json(launches: list) -> dict:
+    return {
+        "job_name": launches[0].env.get("TRAINING_JOB_NAME") if launches else None,
+        "instances": [
+            {
+                "host": launch.instance.host,
+                "launcher": launch.launcher,
+                "command": list(launch.instance.argv),      # exactly what is executed for the instance
+                "entry_point_command": list(launch.argv),   # the launcher's command inside it
+                "environment": dict(sorted(launch.env.items())),
+                "sandbox_problem": launch.instance.sandbox_problem,
+            }
+            for launch in launches
+        ],
+    }
+
+
+def _print_plan(launches: list, as_json: bool) -> None:
+    import shlex
+
+    plan = plan_json(launches)
+    if as_json:
+        click.echo(json.dumps(plan, indent=2))
+        return
+    problem = plan["instances"][0]["sandbox_problem"] if plan["instances"] else None
+    if problem:
+        _show_warning(f"instances would run without a sandbox: {problem}", UserWarning, "", 0)
+    click.echo(f"job {plan['job_name']}: {len(plan['instances'])} instance(s); dry run, nothing started")
+    for item in plan["instances"]:
+        click.echo(click.style(f"\n{item['host']}", bold=True) + f"  (launcher {item['launcher']})")
+        click.echo(f"  command:     {shlex.join(item['command'])}")
+        click.echo(f"  entry point: {shlex.join(item['entry_point_command'])}")
+        click.echo("  environment:")
+        for key, value in item["environment"].items():
+            click.echo(f"    {key}={value}")
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+@cli.group()
+def jobs() -> None:
+    """List, describe, wait for, stop jobs and read their logs."""
+
+
+@jobs.command("list")
+@click.option("--status", callback=lambda ctx, param, value: _status(value), metavar="|".join(STATUSES),
+              help="Only jobs in this status.")
+@click.option("--limit", type=int, help="At most this many, newest first.")
+def list_jobs(status: str | None, limit: int | None) -> None:
+    """A table of jobs, newest first."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from shipyard.control.reconcile import reconcile
+
+    store = _store()
+    # A job whose controller died still says InProgress until something reconciles it.
+    records = [r if r.terminal else reconcile(store, r.name) for r in store.list_jobs()]
+    records = [r for r in records if status is None or r.status == status][:limit]
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 160))  # piped: no wrapped rows
+    if not records:
+        console.print("no jobs" + (f" with status {status}" if status else ""))
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("NAME", "STATUS", "SECONDARY STATUS", "CREATED", "DURATION"):
+        table.add_column(column, no_wrap=True)
+    now = time.time()
+    for r in records:
+        end = (r.training_end_time or r.last_modified_time) if r.terminal else now
+        style = STATUS_STYLES.get(r.status, "")
+        table.add_row(r.name, f"[{style}]{r.status}[/{style}]", r.secondary_status,
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.creation_time)),
+                      _duration(end - r.creation_time))
+    console.print(table)
+
+
+def _status(value: str | None) -> str | None:
+    if value is None:
+        return None
+    for status in STATUSES:
+        if status.lower() == value.lower():
+            return status
+    from shipyard.errors import closest
+
+    guess = closest(value, STATUSES)
+    raise click.BadParameter((f"did you mean {guess!r}? " if guess else "") + f"use one of {', '.join(STATUSES)}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+@jobs.command()
+@click.argument("job")
+def describe(job: str) -> None:
+    """The job as DescribeTrainingJob returns it, as JSON."""
+    from shipyard.control.describe import describe as describe_job
+
+    click.echo(json.dumps(describe_job(_store(), job), indent=2, default=_json_default))
+
+
+def _json_default(value):
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--logs", is_flag=True, help="Show every host's log lines too.")
+@click.pass_context
+def wait(ctx: click.Context, job: str, logs: bool) -> None:
+    """Wait for JOB to end; exit 0 when it Completed, 1 otherwise."""
+    try:
+        description = _watch(_store(), job, show_logs=logs)
+    except KeyboardInterrupt:
+        ctx.exit(130)
+    ctx.exit(0 if description["TrainingJobStatus"] == "Completed" else 1)
+
+
+@jobs.command()
+@click.argument("job")
+def stop(job: str) -> None:
+    """Stop JOB: SIGTERM to its processes, SIGKILL after its grace period; what it saved is uploaded."""
+    from shipyard.control.reconcile import reconcile
+    from shipyard.errors import ConflictError
+
+    store = _store()
+    record = reconcile(store, job)
+    if record.terminal or not store.request_stop(job):
+        record = store.get_job(job)
+        raise ConflictError(f"job {job} already ended {record.status}; there is nothing to stop")
+    click.echo(f"stopping {job} (SIGTERM now, SIGKILL after {record.spec.stop_grace_seconds:g} s); "
+               f"`shipyard wait {job}` waits for it")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+def logs(job: str, follow: bool) -> None:
+    """Every host's log, each line prefixed by its host."""
+    import time
+
+    from shipyard.control.reconcile import reconcile
+    from shipyard.sdk.watch import log_console, print_log_lines, tails
+
+    store = _store()
+    console = log_console()
+    log_tails = tails(store, job)
+    while True:
+        # Checked before reading, so the lines written before the job ended are all printed.
+        done = not follow or reconcile(store, job).terminal
+        for tail in log_tails:
+            print_log_lines(console, tail, final=done)
+        if done:
+            return
+        try:
+            time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            return
+
+
+# Short aliases: `shipyard describe JOB` is `shipyard jobs describe JOB`.
+for _command in (describe, wait, stop, logs):
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(args=argv, prog_name="shipyard")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

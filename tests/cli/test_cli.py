@@ -1,0 +1,185 @@
+"""The `shipyard` command through click's CliRunner: help, errors, dry runs, the job commands on records
+made directly in the store (nothing is started here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from shipyard.cli.main import cli
+
+
+def _job(home, name="demo-job", status=None):
+    """A job record in the store, without a controller."""
+    from shipyard.spec.job import JobSpec
+    from shipyard.store import Store
+
+    store = Store(home)
+    spec = JobSpec(job_name=name, instance_count=1, output_path=f"file://{home}/output",
+                   hyperparameters={"sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"x"'})
+    store.create_job(spec)
+    # A pid that is surely alive (ours), so reconcile() leaves InProgress jobs alone.
+    import os
+
+    import psutil
+
+    store.update_job(name, controller_pid=os.getpid(), controller_started=psutil.Process().create_time())
+    if status:
+        store.update_job(name, training_start_time=1.0, training_end_time=2.0)
+        store.transition(name, status, status)
+    return store
+
+
+def test_help_lists_every_command(runner):
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for command in ("run", "jobs", "describe", "wait", "stop", "logs"):
+        assert command in result.output
+    jobs = runner.invoke(cli, ["jobs", "--help"]).output
+    for command in ("list", "describe", "wait", "stop", "logs"):
+        assert command in jobs
+    assert "--hp" in runner.invoke(cli, ["run", "--help"]).output
+
+
+def test_import_is_light():
+    """`shipyard --help` must not pay for torch, pydantic or fsspec."""
+    code = ("import sys, shipyard.cli.main; "
+            "print(sorted(m for m in ('torch', 'pydantic', 'fsspec', 'rich', 's3fs', 'yaml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_unknown_job_is_exit_2_with_a_suggestion(runner, home):
+    _job(home)
+    for args in (["describe", "demo-jbo"], ["jobs", "describe", "demo-jbo"], ["wait", "demo-jbo"],
+                 ["stop", "demo-jbo"], ["logs", "demo-jbo"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, args
+        assert "error: no job named 'demo-jbo'; did you mean 'demo-job'?" in result.stderr
+        assert "Traceback" not in result.output
+
+
+def test_validation_errors_are_exit_2_without_traceback(runner, home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["run", "missing.py"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: entry_point='missing.py': no such file")
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (tmp_path / "job.yaml").write_text("entry_point: train.py\ninstance_cout: 2\n")
+    result = runner.invoke(cli, ["run", "job.yaml", "--dry-run"])
+    assert result.exit_code == 2 and "did you mean 'instance_count'?" in result.stderr
+
+
+def test_warnings_print_as_warning(runner, home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('x')\n")
+    (tmp_path / "job.yaml").write_text("entry_point: train.py\nrole: arn:aws:iam::1:role/x\n")
+    result = runner.invoke(cli, ["run", "job.yaml", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "warning: shipyard ignores 'role'" in result.stderr
+    json.loads(result.stdout)
+
+
+def test_dry_run_json_for_two_torch_distributed_instances(runner, home, tmp_path, monkeypatch):
+    from shipyard.backends.sandbox import bwrap_problem
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print('hello')\n")
+    (tmp_path / "data").mkdir()
+    result = runner.invoke(cli, [
+        "run", "train.py", "--source-dir", "src", "--instance-count", "2", "--instance-type", "local",
+        "--distribution", "torch_distributed", "--processes-per-host", "2", "--hp", "epochs=3",
+        "--hp", "lr=0.01", "--hp", "note=a b;$(x)", "--channel", "train=data", "--sharded", "train",
+        "--env", "FOO=1", "--job-name", "dry-1", "--dry-run", "--json",
+    ])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["job_name"] == "dry-1"
+    instances = plan["instances"]
+    assert [i["host"] for i in instances] == ["algo-1", "algo-2"]
+    ranks = []
+    for item in instances:
+        argv, env = item["entry_point_command"], item["environment"]
+        assert item["launcher"] == "torch_distributed"
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--nproc_per_node") + 1] == "2"
+        ranks.append(argv[argv.index("--node_rank") + 1])
+        assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
+        assert env["SM_CURRENT_HOST"] == item["host"]
+        assert json.loads(env["SM_HPS"]) == {"epochs": 3, "lr": 0.01, "note": "a b;$(x)"}
+        assert env["FOO"] == "1" and list(env) == sorted(env)
+        assert json.loads(env["SM_INPUT_DATA_CONFIG"])["train"]["S3DistributionType"] == "ShardedByS3Key"
+        command = item["command"]
+        assert command[-3:-1] == ["-m", "shipyard.runtime.agent"]
+        if shutil.which("bwrap") and bwrap_problem() is None:
+            assert command[0] == shutil.which("bwrap") and "--hostname" in command
+            assert command[command.index("--hostname") + 1] == item["host"]
+        else:
+            assert command[0] == sys.executable and item["sandbox_problem"]
+    assert ranks == ["0", "1"]
+    assert not (home / "jobs" / "dry-1").exists()  # a dry run starts and writes nothing
+
+
+def test_dry_run_human_output(runner, home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    result = runner.invoke(cli, ["run", "train.py", "--framework", "none", "--job-name", "dry-2", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "job dry-2: 1 instance(s)" in result.stdout
+    assert "entry point: " in result.stdout and "SM_CURRENT_HOST=algo-1" in result.stdout
+    assert runner.invoke(cli, ["run", "train.py", "--json"]).exit_code == 2  # --json needs --dry-run
+
+
+def test_list_describe_and_stop_on_store_records(runner, home):
+    store = _job(home, "done-1", status="Completed")
+    _job(home, "running-1")
+    table = runner.invoke(cli, ["jobs", "list"])
+    assert table.exit_code == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "SECONDARY", "STATUS", "CREATED", "DURATION"]
+    assert lines[1].split()[:3] == ["running-1", "InProgress", "Starting"]
+    assert lines[2].split()[:3] == ["done-1", "Completed", "Completed"]
+    only = runner.invoke(cli, ["jobs", "list", "--status", "completed"]).stdout
+    assert "done-1" in only and "running-1" not in only
+    assert "no jobs with status Failed" in runner.invoke(cli, ["jobs", "list", "--status", "Failed"]).stdout
+
+    described = json.loads(runner.invoke(cli, ["describe", "done-1"]).stdout)
+    assert described["TrainingJobStatus"] == "Completed"
+    assert described["CreationTime"].endswith("+00:00")  # ISO datetimes
+    assert described["TrainingStartTime"] == "1970-01-01T00:00:01+00:00"
+
+    result = runner.invoke(cli, ["stop", "done-1"])
+    assert result.exit_code == 2 and "already ended Completed" in result.stderr
+    result = runner.invoke(cli, ["jobs", "stop", "running-1"])
+    assert result.exit_code == 0 and store.stop_requested("running-1")
+
+
+def test_logs_prefix_every_line_with_its_host(runner, home):
+    store = _job(home, "logs-1", status="Completed")
+    path = store.log_path("logs-1", "algo-1")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("first\n[bold]not markup[/bold] :thumbs_up:\n")
+    for args in (["logs", "logs-1"], ["jobs", "logs", "logs-1", "--follow"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0
+        assert result.stdout.splitlines()[:2] == ["algo-1 | first", "algo-1 | [bold]not markup[/bold] :thumbs_up:"]
+
+
+def test_wait_exit_codes(runner, home):
+    _job(home, "ok-1", status="Completed")
+    _job(home, "failed-1", status="Failed")
+    result = runner.invoke(cli, ["wait", "ok-1"])
+    assert result.exit_code == 0 and "Completed" in result.stdout
+    result = runner.invoke(cli, ["jobs", "wait", "failed-1"])
+    assert result.exit_code == 1 and "Failed" in result.stdout
+
+
+@pytest.mark.parametrize("status", ["bogus"])
+def test_list_rejects_unknown_status(runner, home, status):
+    result = runner.invoke(cli, ["jobs", "list", "--status", status])
+    assert result.exit_code == 2 and "InProgress" in result.stderr

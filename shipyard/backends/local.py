@@ -4,19 +4,23 @@ variables point at the instance's own directory (scripts that hard-code /opt/ml 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from shipyard.backends import sandbox
 from shipyard.contract.layout import SANDBOX_BASE
-from shipyard.runtime.config import AgentConfig
-from shipyard.spec.job import JobSpec
+from shipyard.runtime.config import AgentConfig, ChannelSource
+
+if TYPE_CHECKING:
+    from shipyard.spec.job import JobSpec
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,15 @@ class InstancePlan:
     config: AgentConfig
     instance_dir: Path
     sandbox_problem: str | None
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, "argv": self.argv, "config": dataclasses.asdict(self.config),
+                "instance_dir": str(self.instance_dir), "sandbox_problem": self.sandbox_problem}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> InstancePlan:
+        return cls(data["host"], data["argv"], AgentConfig.from_dict(data["config"]),
+                   Path(data["instance_dir"]), data["sandbox_problem"])
 
     @property
     def config_path(self) -> Path:
@@ -87,6 +100,7 @@ class Instance:
 
 class LocalBackend:
     name = "local"
+    plan_type = InstancePlan
 
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir
@@ -108,7 +122,7 @@ class LocalBackend:
                 log_path=str(self.job_dir / "logs" / f"{host}.log"),
                 events_path=str(self.job_dir / "events" / f"{host}.jsonl"),
                 hyperparameters=spec.hyperparameters,
-                channels=spec.channels,
+                channels=tuple(ChannelSource.of(c) for c in spec.channels),
                 num_cpus=res.vcpus,
                 gpu_ids=tuple(res.gpus),
                 master_port=master_port,

@@ -10,6 +10,7 @@ the reason, never a job left InProgress)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,57 +19,70 @@ import time
 import traceback
 from pathlib import Path
 
-import psutil
+from shipyard.settings import shipyard_home
 
-from shipyard.backends import get_backend
-from shipyard.control.metrics import LogScraper, unmatched_report
-from shipyard.control.planning import plan_job
-from shipyard.runtime.events import EventReader
-from shipyard.storage import uri as uris
-from shipyard.store import Store
-
-POLL_SECONDS = 0.2
+PLAN_FILE = "plan.json"     # written by control/planning.py, read here
+POLL_SECONDS = 0.1
 # When one instance failed, the others are usually stuck in a collective: give them little time.
 FAILURE_GRACE_SECONDS = 10.0
 MAX_FAILURE_REASON = 1024
 
 
 class JobController:
-    def __init__(self, store: Store, name: str) -> None:
-        self.store, self.name = store, name
-        self.spec = store.get_job(name).spec
-        self.job_dir = store.job_dir(name)
+    """Runs the plan the submitting client wrote (control/planning.py). Instances are started before
+    anything heavy is imported: the store and metric machinery load while the instances boot."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        self.home, self.name = home, name
+        self.job_dir = home / "jobs" / name
+        self.store = None
         self.instances: list = []
         self.exit_codes: dict[str, int] = {}
         self.exit_order: list[str] = []
         self.phases: dict[str, str] = {}
+        self.scrapers: list = []
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
         try:
+            self._start_instances()
+            self._open_store()
             self._run()
         except Exception as exc:
+            self._open_store()
             self.store.add_event(self.name, "error", traceback.format_exc())
             self._kill_all()
             self._finish("Failed", "Failed", f"InternalServerError: {type(exc).__name__}: {exc}")
         finally:
             self._kill_all()
 
+    def _start_instances(self) -> None:
+        from shipyard.backends import get_backend
+
+        plan = json.loads((self.job_dir / PLAN_FILE).read_text())
+        backend = get_backend(plan["backend"], job_dir=self.job_dir)
+        plans = [backend.plan_type.from_dict(item) for item in plan["instances"]]
+        self.started_at = time.time()
+        self.instances = [backend.start(p) for p in plans]
+
+    def _open_store(self) -> None:
+        if self.store is None:
+            from shipyard.store import Store
+
+            self.store = Store(self.home)
+            self.spec = self.store.get_job(self.name).spec
+
     def _run(self) -> None:
-        self.store.transition(self.name, "InProgress", "Starting", "Preparing the instances for training")
-        launches = plan_job(self.spec, self.job_dir)
-        problem = launches[0].instance.sandbox_problem
+        from shipyard.control.metrics import LogScraper, unmatched_report
+        from shipyard.runtime.events import EventReader
+
+        self.store.update_job(self.name, training_start_time=self.started_at)
+        self.store.add_event(self.name, "info", f"started {len(self.instances)} instance(s): "
+                             + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
+        problem = self.instances[0].plan.sandbox_problem
         if problem:
             self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
                                  "SM_* paths point at each instance's directory, not /opt/ml")
-        backend_plans = [launch.instance for launch in launches]
-        backend = get_backend(self.spec.backend, job_dir=self.job_dir)
-        for plan in backend_plans:
-            backend.prepare(plan)
-        self.store.update_job(self.name, training_start_time=time.time())
-        self.instances = [backend.start(plan) for plan in backend_plans]
-        self.store.add_event(self.name, "info", f"started {len(self.instances)} instance(s): "
-                             + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
         readers = {i.host: EventReader(Path(i.plan.config.events_path)) for i in self.instances}
         self.scrapers = [
             LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions) for i in self.instances
@@ -178,6 +192,7 @@ class JobController:
 
     def _upload(self) -> None:
         from shipyard.storage import archive, transfer
+        from shipyard.storage import uri as uris
 
         output = uris.join(self.spec.output_path, self.name, "output")
         staging = self.job_dir / "artifacts"
@@ -196,7 +211,7 @@ class JobController:
         self.store.update_job(self.name, **uploaded)
 
 
-def spawn(store: Store, name: str) -> int:
+def spawn(store, name: str) -> int:
     """Start the job's controller as a detached process (its own session, no terminal), record its
     pid, and return it. Its own output goes to the job's controller.log."""
     job_dir = store.job_dir(name)
@@ -208,6 +223,8 @@ def spawn(store: Store, name: str) -> int:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
             close_fds=True,
         )
+    import psutil
+
     store.update_job(name, controller_pid=process.pid, controller_started=psutil.Process(process.pid).create_time())
     # Reap it if this client outlives it, so a finished controller is never mistaken for a live zombie.
     threading.Thread(target=process.wait, daemon=True).start()
@@ -219,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m shipyard.control.controller JOB", file=sys.stderr)
         return 2
-    JobController(Store(), args[0]).run()
+    JobController(shipyard_home(), args[0]).run()
     return 0
 
 

@@ -4,11 +4,14 @@ each, the launcher's command and the script's environment. The controller runs t
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.backends import get_backend
+from shipyard.control.controller import PLAN_FILE
 from shipyard.backends.resources import MachineResources, detect, plan_instances
 from shipyard.runtime import launchers
 from shipyard.runtime.agent import script_environment
@@ -45,3 +48,16 @@ def plan_job(
         added = script_environment(plan.config, env, launch.env, base={})
         launches.append(InstanceLaunch(plan, launcher.name, launch.argv, added))
     return launches
+
+
+def write_plan(spec: JobSpec, job_dir: Path, launches: list[InstanceLaunch]) -> None:
+    """Lay out the planned instances and write the plan the controller runs. Done by the submitting
+    client, which has everything imported already, so the controller can start instances the moment
+    it starts."""
+    backend = get_backend(spec.backend, job_dir=job_dir)
+    for launch in launches:
+        backend.prepare(launch.instance)
+    plan = {"backend": spec.backend, "instances": [launch.instance.to_dict() for launch in launches]}
+    tmp = job_dir / f"{PLAN_FILE}.tmp"
+    tmp.write_text(json.dumps(plan, indent=2))
+    os.replace(tmp, job_dir / PLAN_FILE)

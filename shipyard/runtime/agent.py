@@ -54,7 +54,8 @@ class Agent:
 
     # -- output -----------------------------------------------------------------------------
     def say(self, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
         os.write(self.log_fd, f"{stamp} shipyard-agent INFO {message}\n".encode())
 
     def _on_sigterm(self, signum, frame) -> None:

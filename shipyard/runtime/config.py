@@ -1,21 +1,40 @@
 """The agent's own configuration: what the platform tells one instance beyond the /opt/ml contract
-(where its data comes from, where to write logs and events, its addresses and devices)."""
+(where its data comes from, where to write logs and events, its addresses and devices).
+
+Plain dataclasses read from JSON: the agent starts on the path from submit to the first training step,
+and these need none of the validation machinery of the user-facing models (the job was validated
+before any instance existed)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict
-
-from shipyard.spec.job import ChannelSpec
-
 
 # Instances talk over loopback addresses (see backends/sandbox.py), so that is their interface.
 NETWORK_INTERFACE = "lo"
 
 
-class AgentConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True)
+class ChannelSource:
+    """A channel as the agent needs it (the fields of spec.job.ChannelSpec)."""
+
+    name: str
+    uri: str
+    distribution: str = "FullyReplicated"
+    input_mode: str = "File"
+    content_type: str | None = None
+    record_wrapping: str | None = None
+    s3_data_type: str = "S3Prefix"
+
+    @classmethod
+    def of(cls, channel) -> ChannelSource:
+        return cls(**{f.name: getattr(channel, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class AgentConfig:
     job_name: str
     host: str
     hosts: tuple[str, ...]
@@ -24,13 +43,13 @@ class AgentConfig(BaseModel):
     log_path: str
     events_path: str
     hyperparameters: dict[str, str]
-    channels: tuple[ChannelSpec, ...] = ()
     num_cpus: int
-    gpu_ids: tuple[str, ...] = ()
     master_port: int
     host_addresses: dict[str, str]
     sandboxed: bool
-    environment: dict[str, str] = {}
+    channels: tuple[ChannelSource, ...] = ()
+    gpu_ids: tuple[str, ...] = ()
+    environment: dict[str, str] = field(default_factory=dict)
     instance_type: str = "local"
 
     @property
@@ -66,8 +85,16 @@ class AgentConfig(BaseModel):
         )
 
     def write(self, path: Path) -> None:
-        path.write_text(self.model_dump_json(indent=2))
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2))
 
     @classmethod
     def read(cls, path: Path) -> AgentConfig:
-        return cls.model_validate_json(path.read_text())
+        return cls.from_dict(json.loads(path.read_text()))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> AgentConfig:
+        data = dict(data)
+        data["hosts"] = tuple(data["hosts"])
+        data["gpu_ids"] = tuple(data["gpu_ids"])
+        data["channels"] = tuple(ChannelSource(**c) for c in data["channels"])
+        return cls(**data)

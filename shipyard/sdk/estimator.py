@@ -231,6 +231,7 @@ class EstimatorBase:
     def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
             experiment_config: Any = None) -> None:
         from shipyard.control.controller import spawn
+        from shipyard.control.planning import plan_job, write_plan
         from shipyard.errors import ConflictError
         from shipyard.storage import archive, transfer
 
@@ -238,13 +239,20 @@ class EstimatorBase:
         spec, (entry, source) = self._spec(inputs, job_name, store)
         if store.exists(spec.job_name):
             raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
+        launches = plan_job(spec, store.job_dir(spec.job_name))
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
             tarball = archive.pack_source(Path(tmp) / "sourcedir.tar.gz",
                                           entry.relative_to(source) if source else entry, source,
                                           [Path(d) for d in self.dependencies])
             transfer.upload_file(tarball, spec.source_uri)
         store.create_job(spec)
-        spawn(store, spec.job_name)
+        try:
+            write_plan(spec, store.job_dir(spec.job_name), launches)
+            spawn(store, spec.job_name)
+        except Exception as exc:  # the job exists now: it must not be left InProgress with no controller
+            store.update_job(spec.job_name, failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}")
+            store.transition(spec.job_name, "Failed", "Failed", "the job could not be started")
+            raise
         self._current_job_name = spec.job_name
         self.latest_training_job = TrainingJob(spec.job_name, store)
         self.jobs.append(self.latest_training_job)

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.1
 HOST_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
@@ -75,14 +75,19 @@ def watch(store, name: str, show_logs: bool = True, console: Console | None = No
     last_progress: dict[str, float] = {}
     while True:
         record = reconcile(store, name)
-        for transition in store.get_job(name).transitions[seen_transitions:]:
-            message = f" - {transition.message}" if transition.message else ""
-            console.print(f"[bold]{_stamp(transition.start_time)} {transition.status}[/bold]{escape(message)}",
-                          highlight=False)
-            seen_transitions += 1
-        for event in store.events(name, after=seen_event):
-            seen_event = event["id"]
-            _print_event(console, event, last_progress)
+        # Status changes and events interleaved in the order they happened.
+        updates = [(t.start_time, 0, t) for t in record.transitions[seen_transitions:]]
+        seen_transitions += len(updates)
+        events = store.events(name, after=seen_event)
+        if events:
+            seen_event = events[-1]["id"]
+        updates += [(e["ts"], 1, e) for e in events]
+        for _, is_event, item in sorted(updates, key=lambda u: (u[0], u[1])):
+            if is_event:
+                _print_event(console, item, last_progress)
+            else:
+                message = f" - {item.message}" if item.message else ""
+                console.print(f"[bold]{_stamp(item.start_time)} {item.status}[/bold]{escape(message)}")
         if show_logs:
             for tail in log_tails:
                 print_log_lines(console, tail, final=record.terminal)

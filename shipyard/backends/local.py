@@ -105,14 +105,16 @@ class LocalBackend:
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir
 
-    def plan(self, spec: JobSpec, resources: list, master_port: int) -> list[InstancePlan]:
-        """Pure: what would run for every instance, given the resources each gets."""
+    def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[InstancePlan]:
+        """Pure: what would run for every instance, given the resources each gets. Every attempt gets
+        fresh instances (a restarted instance starts from scratch, its checkpoints restored)."""
         problem = sandbox.bwrap_problem()
         hosts = spec.hosts
         addresses = {host: sandbox.host_address(i) for i, host in enumerate(hosts, start=1)}
         plans = []
         for host, res in zip(hosts, resources, strict=True):
-            instance_dir = self.job_dir / "instances" / host
+            suffix = "" if attempt == 1 else f"-{attempt}"
+            instance_dir = self.job_dir / "instances" / f"{host}{suffix}"
             config = AgentConfig(
                 job_name=spec.job_name,
                 host=host,
@@ -120,7 +122,7 @@ class LocalBackend:
                 base=str(SANDBOX_BASE if problem is None else instance_dir / "ml"),
                 instance_dir=str(instance_dir),
                 log_path=str(self.job_dir / "logs" / f"{host}.log"),
-                events_path=str(self.job_dir / "events" / f"{host}.jsonl"),
+                events_path=str(self.job_dir / "events" / f"{host}{suffix}.jsonl"),
                 hyperparameters=spec.hyperparameters,
                 channels=tuple(ChannelSource.of(c) for c in spec.channels),
                 num_cpus=res.vcpus,
@@ -130,6 +132,8 @@ class LocalBackend:
                 sandboxed=problem is None,
                 environment=spec.environment,
                 instance_type=spec.instance_type,
+                checkpoint_uri=spec.checkpoint_s3_uri,
+                checkpoint_local_path=spec.checkpoint_local_path,
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             if problem is None:

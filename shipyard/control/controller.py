@@ -30,22 +30,25 @@ MAX_FAILURE_REASON = 1024
 
 class JobController:
     """Runs the plan the submitting client wrote (control/planning.py). Instances are started before
-    anything heavy is imported: the store and metric machinery load while the instances boot."""
+    anything heavy is imported: the store and metric machinery load while the instances boot.
+
+    A job is one or more attempts: a spot interruption or a platform failure with retries left ends
+    the attempt and, capacity and `max_wait` permitting, starts the next with fresh instances whose
+    checkpoints are restored from `checkpoint_s3_uri`."""
 
     def __init__(self, home: Path, name: str) -> None:
         self.home, self.name = home, name
         self.job_dir = home / "jobs" / name
         self.store = None
         self.instances: list = []
-        self.exit_codes: dict[str, int] = {}
-        self.exit_order: list[str] = []
-        self.phases: dict[str, str] = {}
         self.scrapers: list = []
+        self.attempt = 1
+        self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self._start_instances()
+            self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
             self._open_store()
             self._run()
         except Exception as exc:
@@ -56,14 +59,16 @@ class JobController:
         finally:
             self._kill_all()
 
-    def _start_instances(self) -> None:
+    def _start_instances(self, plan: dict) -> None:
         from shipyard.backends import get_backend
 
-        plan = json.loads((self.job_dir / PLAN_FILE).read_text())
         backend = get_backend(plan["backend"], job_dir=self.job_dir)
         plans = [backend.plan_type.from_dict(item) for item in plan["instances"]]
         self.started_at = time.time()
         self.instances = [backend.start(p) for p in plans]
+        self.exit_codes: dict[str, int] = {}
+        self.exit_order: list[str] = []
+        self.phases: dict[str, str] = {}
 
     def _open_store(self) -> None:
         if self.store is None:
@@ -74,30 +79,48 @@ class JobController:
 
     def _run(self) -> None:
         from shipyard.control.metrics import LogScraper, unmatched_report
-        from shipyard.runtime.events import EventReader
+        from shipyard.control.spot import SpotSimulator
 
         self.store.update_job(self.name, training_start_time=self.started_at)
-        self.store.add_event(self.name, "info", f"started {len(self.instances)} instance(s): "
-                             + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
-        problem = self.instances[0].plan.sandbox_problem
-        if problem:
-            self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
-                                 "SM_* paths point at each instance's directory, not /opt/ml")
-        readers = {i.host: EventReader(Path(i.plan.config.events_path)) for i in self.instances}
+        self.spot = SpotSimulator(self.spec)
         self.scrapers = [
             LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions) for i in self.instances
         ]
-        outcome = self._monitor(readers)
+        self.first_started_at = self.started_at
+        while True:
+            self._attempt_started()
+            outcome = self._monitor()
+            if outcome[0] in ("interrupted", "retry"):
+                ending = self._next_attempt(outcome)
+                if ending is None:
+                    continue
+                outcome = ending
+            break
         self._scrape()
         for problem in unmatched_report(self.spec.metric_definitions, self.scrapers):
             self.store.add_event(self.name, "warning", problem)
         self._conclude(outcome)
 
-    def _monitor(self, readers: dict[str, EventReader]) -> tuple[str, str | None]:
-        """Watch until every instance has exited, or a stop, a timeout or a failure ends the job."""
+    def _attempt_started(self) -> None:
+        from shipyard.runtime.events import EventReader
+
+        number = self.store.start_attempt(self.name)
+        assert number == self.attempt, (number, self.attempt)
+        self.store.add_event(self.name, "info", f"attempt {self.attempt}: started {len(self.instances)} instance(s): "
+                             + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
+        problem = self.instances[0].plan.sandbox_problem
+        if problem and self.attempt == 1:
+            self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
+                                 "SM_* paths point at each instance's directory, not /opt/ml")
+        self.readers = {i.host: EventReader(Path(i.plan.config.events_path)) for i in self.instances}
+        self.interrupt_at = self.spot.interruption_after(self.attempt)
+
+    def _monitor(self) -> tuple[str, str | None]:
+        """Watch until every instance has exited, or a stop, a timeout, an interruption or a failure
+        ends the attempt."""
         started = time.monotonic()
         while True:
-            for host, reader in readers.items():
+            for host, reader in self.readers.items():
                 for event in reader.read():
                     self._on_event(host, event)
             self._scrape()
@@ -108,14 +131,31 @@ class JobController:
                     self.exit_order.append(instance.host)
             failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
             if failed:
-                return "failed", failed[0]
+                return self._failure(failed[0])
             if len(self.exit_codes) == len(self.instances):
                 return "completed", None
             if self.store.stop_requested(self.name):
                 return "stopped", "Stopped"
-            if time.monotonic() - started > self.spec.max_run:
+            elapsed = time.monotonic() - started
+            if self.run_seconds + elapsed > self.spec.max_run:
                 return "stopped", "MaxRuntimeExceeded"
+            if self._max_wait_spent():
+                return "stopped", "MaxWaitTimeExceeded"
+            requested = self.store.take_interrupt_request(self.name)
+            if requested or (self.interrupt_at is not None and elapsed >= self.interrupt_at):
+                host = requested if requested not in (None, "*") else None
+                return "interrupted", host
             time.sleep(POLL_SECONDS)
+
+    def _failure(self, host: str) -> tuple[str, str]:
+        reason = self._failure_reason(host)
+        platform = reason.startswith("InternalServerError")
+        if platform and self.attempt <= self.spec.max_retry_attempts:
+            return "retry", reason
+        return "failed", reason
+
+    def _max_wait_spent(self) -> bool:
+        return self.spec.max_wait is not None and time.time() - self.first_started_at > self.spec.max_wait
 
     def _on_event(self, host: str, event: dict) -> None:
         kind = event.get("event")
@@ -132,28 +172,79 @@ class JobController:
                 self.name, "progress",
                 f"{event['what']} {event.get('channel', '')} {event['done']}/{event['total']}", host,
             )
+        elif kind == "checkpoint_restored":
+            self.store.update_attempt(self.name, self.attempt, restored_checkpoint=event.get("checkpoint") or "")
+            self.store.add_event(self.name, "checkpoint", f"restored {event.get('files', 0)} files, "
+                                 f"checkpoint {event.get('checkpoint')!r}", host)
+        elif kind in ("checkpoint_sync_failed", "checkpoint_sync_recovered"):
+            level = "warning" if kind.endswith("failed") else "info"
+            self.store.add_event(self.name, level, f"{kind.replace('_', ' ')}: {event.get('error', '')}".strip(), host)
 
     def _scrape(self) -> None:
         for scraper in self.scrapers:
             self.store.add_metrics(self.name, scraper.scrape())
 
+    # -- between attempts ---------------------------------------------------------------------
+    def _next_attempt(self, outcome: tuple[str, str | None]) -> tuple[str, str] | None:
+        """End this attempt and start the next one if capacity returns in time (None); otherwise the
+        outcome that ends the job."""
+        kind, detail = outcome
+        if kind == "interrupted":
+            who = detail or "all instances"
+            self.store.transition(self.name, "InProgress", "Interrupted", f"Spot capacity reclaimed ({who})")
+            self._shutdown(self.spec.interruption_notice_seconds)
+            self._end_attempt("Interrupted", f"spot interruption of {who}")
+            deadline = time.monotonic() + self.spot.capacity_delay()
+            while True:
+                if self.store.stop_requested(self.name):
+                    return "stopped", "Stopped"
+                if self._max_wait_spent():
+                    return "stopped", "MaxWaitTimeExceeded"
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_SECONDS)
+            message = "Restarting after a spot interruption"
+        else:
+            self._shutdown(FAILURE_GRACE_SECONDS)
+            self._end_attempt("Failed", detail)
+            message = f"Retrying after a platform failure (attempt {self.attempt + 1} of " \
+                      f"{self.spec.max_retry_attempts + 1})"
+        self.store.transition(self.name, "InProgress", "Starting", message)
+        self.attempt += 1
+        self._start_instances(self._plan_attempt())
+        return None
+
+    def _end_attempt(self, outcome: str, reason: str | None) -> None:
+        self.run_seconds += time.time() - self.started_at
+        self.store.update_attempt(self.name, self.attempt, end_time=time.time(), outcome=outcome, reason=reason)
+
+    def _plan_attempt(self) -> dict:
+        from shipyard.control.planning import plan_job, write_plan
+
+        launches = plan_job(self.spec, self.job_dir, attempt=self.attempt)
+        return write_plan(self.spec, self.job_dir, launches)
+
     # -- endings ------------------------------------------------------------------------------
     def _conclude(self, outcome: tuple[str, str | None]) -> None:
         kind, detail = outcome
         if kind == "completed":
+            self._end_attempt("Completed", None)
             self.store.transition(self.name, "InProgress", "Uploading", "Uploading generated training model")
             self._upload()
             self._finish("Completed", "Completed", None)
-        elif kind == "failed":
-            reason = self._failure_reason(detail)
+        elif kind in ("failed", "retry"):
             self._shutdown(FAILURE_GRACE_SECONDS)
+            self._end_attempt("Failed", detail)
             self._upload()
-            self._finish("Failed", "Failed", reason)
+            self._finish("Failed", "Failed", detail)
         else:
-            message = ("Stop requested" if detail == "Stopped"
-                       else f"Stopped: MaxRuntimeInSeconds {self.spec.max_run} exceeded")
-            self.store.transition(self.name, "Stopping", "Stopping", message)
+            messages = {"Stopped": "Stop requested",
+                        "MaxRuntimeExceeded": f"MaxRuntimeInSeconds {self.spec.max_run} exceeded",
+                        "MaxWaitTimeExceeded": f"MaxWaitTimeInSeconds {self.spec.max_wait} exceeded"}
+            self.store.transition(self.name, "Stopping", "Stopping", messages[detail])
             self._shutdown(self.spec.stop_grace_seconds)
+            if self.store.attempts(self.name)[-1]["end_time"] is None:
+                self._end_attempt("Stopped", detail)
             self._upload()
             self._finish("Stopped", detail, None)
 

@@ -31,11 +31,18 @@ def describe(store: Store, name: str) -> dict:
 
 
 def describe_record(store: Store, record: JobRecord) -> dict:
+    from shipyard.control.billing import billing
+    from shipyard.errors import ValidationError
+    from shipyard.spec.catalog import get_instance_type
+
     spec = record.spec
     end = record.training_end_time
-    training_seconds = (
-        int(round(end - record.training_start_time)) if end and record.training_start_time else None
-    )
+    attempts = store.attempts(spec.job_name)
+    try:
+        instance_type = get_instance_type(spec.instance_type)
+    except ValidationError:  # a type since removed from the user's catalog: no price
+        instance_type = None
+    costs = billing(spec, record.training_start_time, end, attempts, instance_type)
     description = {
         "TrainingJobName": spec.job_name,
         "TrainingJobArn": ARN_PREFIX + spec.job_name,
@@ -65,7 +72,8 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "OutputDataConfig": {"S3OutputPath": spec.output_path},
         "ResourceConfig": {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count,
                            "VolumeSizeInGB": 30},
-        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run},
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run,
+                              **({"MaxWaitTimeInSeconds": spec.max_wait} if spec.max_wait else {})},
         "CreationTime": _time(record.creation_time),
         "TrainingStartTime": _time(record.training_start_time),
         "TrainingEndTime": _time(end),
@@ -79,11 +87,19 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "Environment": dict(spec.environment),
         "EnableNetworkIsolation": False,
         "EnableInterContainerTrafficEncryption": False,
-        "EnableManagedSpotTraining": False,
-        "TrainingTimeInSeconds": training_seconds,
-        "BillableTimeInSeconds": training_seconds,
+        "EnableManagedSpotTraining": spec.use_spot_instances,
+        **costs,
         "ProfilingStatus": "Disabled",
+        "Attempts": [
+            {"AttemptNumber": a["number"], "StartTime": _time(a["start_time"]), "EndTime": _time(a["end_time"]),
+             "Outcome": a["outcome"], "Reason": a["reason"], "RestoredCheckpoint": a["restored_checkpoint"]}
+            for a in attempts
+        ],
     }
+    if spec.checkpoint_s3_uri:
+        description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
+    if spec.max_retry_attempts:
+        description["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if record.failure_reason:
         description["FailureReason"] = record.failure_reason
     if record.output_artifacts:

@@ -34,14 +34,15 @@ def free_port() -> int:
 
 
 def plan_job(
-    spec: JobSpec, job_dir: Path, machine: MachineResources | None = None, master_port: int | None = None
+    spec: JobSpec, job_dir: Path, machine: MachineResources | None = None, master_port: int | None = None,
+    attempt: int = 1,
 ) -> list[InstanceLaunch]:
     resources = plan_instances(
         get_instance_type(spec.instance_type), spec.instance_count, machine or detect(), spec.oversubscribe
     )
     backend = get_backend(spec.backend, job_dir=job_dir)
     launches = []
-    for plan in backend.plan(spec, resources, master_port or free_port()):
+    for plan in backend.plan(spec, resources, master_port or free_port(), attempt):
         env = plan.config.training_environment()
         launcher = launchers.select(env)
         launch = launcher.plan(env, plan.config.launch_context())
@@ -50,7 +51,7 @@ def plan_job(
     return launches
 
 
-def write_plan(spec: JobSpec, job_dir: Path, launches: list[InstanceLaunch]) -> None:
+def write_plan(spec: JobSpec, job_dir: Path, launches: list[InstanceLaunch]) -> dict:
     """Lay out the planned instances and write the plan the controller runs. Done by the submitting
     client, which has everything imported already, so the controller can start instances the moment
     it starts."""
@@ -61,3 +62,4 @@ def write_plan(spec: JobSpec, job_dir: Path, launches: list[InstanceLaunch]) -> 
     tmp = job_dir / f"{PLAN_FILE}.tmp"
     tmp.write_text(json.dumps(plan, indent=2))
     os.replace(tmp, job_dir / PLAN_FILE)
+    return plan

@@ -35,6 +35,10 @@ _INHERITED_DIST_VARS = (
 )
 
 
+# The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
+FLUSH_SECONDS = 300.0
+
+
 class StopRequested(Exception):
     pass
 
@@ -107,6 +111,32 @@ class Agent:
             self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes from {channel.uri} "
                      f"({channel.distribution}) in {time.monotonic() - started:.2f}s")
 
+    def start_checkpoints(self):
+        """Restore checkpoints before the entry point starts (every start and restart) and keep
+        syncing them while it runs."""
+        if not self.config.checkpoint_uri:
+            return None
+        from shipyard.runtime.checkpoints import CheckpointSync
+
+        sync = CheckpointSync(self.config.checkpoint_dir, self.config.checkpoint_uri,
+                              on_event=lambda kind, fields: self.events.emit(kind, **fields))
+        report = sync.restore()
+        self.events.emit("checkpoint_restored", checkpoint=report.checkpoint, files=report.files,
+                         skipped=list(report.skipped_incomplete))
+        self.say(f"checkpoints: restored {report.files} files ({report.bytes} bytes) from "
+                 f"{self.config.checkpoint_uri}; newest complete checkpoint {report.checkpoint!r}"
+                 + (f"; skipped incomplete {', '.join(report.skipped_incomplete)}" if report.skipped_incomplete else ""))
+        sync.start()
+        return sync
+
+    def finish_checkpoints(self, sync) -> None:
+        if sync is None:
+            return
+        done = sync.flush(timeout=FLUSH_SECONDS)
+        sync.stop()
+        self.say("checkpoints: final sync " + ("complete" if done else "INCOMPLETE"))
+        self.events.emit("checkpoint_flushed", complete=done)
+
     def install(self, python: str) -> None:
         code_dir = self.layout.code_dir
         target = self.config.site_packages
@@ -140,12 +170,14 @@ class Agent:
         self.layout.create(c.name for c in self.config.channels)
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
+        sync = None
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
             self.events.emit("phase", phase="Downloading")
             self.fetch_code(env)
             self.download_channels()
+            sync = self.start_checkpoints()
             self.install(sys.executable)
             launcher = launchers.select(env)
             plan = launcher.plan(env, self.config.launch_context())
@@ -153,6 +185,7 @@ class Agent:
             self.events.emit("phase", phase="Training", launcher=launcher.name)
             code = self.execute(argv, script_environment(self.config, env, plan.env))
         except StopRequested:
+            self.finish_checkpoints(sync)
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
@@ -167,6 +200,7 @@ class Agent:
                 self.layout.success_file.touch()
             elif not self.stopping:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
+        self.finish_checkpoints(sync)
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 

@@ -51,10 +51,21 @@ class AgentConfig:
     gpu_ids: tuple[str, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
     instance_type: str = "local"
+    checkpoint_uri: str | None = None
+    checkpoint_local_path: str = "/opt/ml/checkpoints"
 
     @property
     def host_index(self) -> int:
         return self.hosts.index(self.host)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The checkpoint directory as this process sees it: paths under /opt/ml move with the base."""
+        path = Path(self.checkpoint_local_path)
+        ml = Path("/opt/ml")
+        if path.is_relative_to(ml):
+            return Path(self.base) / path.relative_to(ml)
+        return path
 
     @property
     def site_packages(self) -> Path:

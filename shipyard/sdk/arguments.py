@@ -15,8 +15,10 @@ HONOURED = frozenset({
     "metric_definitions", "environment", "source_dir", "hyperparameters", "container_log_level",
     "code_location", "entry_point", "dependencies", "tags", "enable_sagemaker_metrics",
     "disable_profiler", "debugger_hook_config", "framework_version", "py_version", "distribution",
+    "use_spot_instances", "max_wait", "checkpoint_s3_uri", "checkpoint_local_path", "max_retry_attempts",
     # shipyard's own
-    "oversubscribe", "stop_grace_seconds", "backend",
+    "oversubscribe", "stop_grace_seconds", "backend", "spot_simulation", "interruption_notice_seconds",
+    "spot_without_checkpoints",
 })
 
 MEANINGLESS_HERE = frozenset({
@@ -29,11 +31,6 @@ MEANINGLESS_HERE = frozenset({
 })
 
 NOT_YET = {
-    "use_spot_instances": "managed spot training",
-    "max_wait": "managed spot training",
-    "checkpoint_s3_uri": "checkpoint sync",
-    "checkpoint_local_path": "checkpoint sync",
-    "max_retry_attempts": "retry strategies",
     "keep_alive_period_in_seconds": "warm pools",
     "instance_groups": "heterogeneous clusters",
     "rules": "debugger and profiler rules",

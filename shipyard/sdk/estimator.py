@@ -54,6 +54,14 @@ class EstimatorBase:
         self.oversubscribe = bool(args.get("oversubscribe", False))
         self.stop_grace_seconds = args.get("stop_grace_seconds", 120.0)
         self.backend = args.get("backend", "local")
+        self.use_spot_instances = bool(args.get("use_spot_instances", False))
+        self.max_wait = args.get("max_wait")
+        self.checkpoint_s3_uri = args.get("checkpoint_s3_uri")
+        self.checkpoint_local_path = args.get("checkpoint_local_path") or "/opt/ml/checkpoints"
+        self.max_retry_attempts = args.get("max_retry_attempts") or 0
+        self.spot_simulation = args.get("spot_simulation")
+        self.interruption_notice_seconds = args.get("interruption_notice_seconds", 120.0)
+        self.spot_without_checkpoints = bool(args.get("spot_without_checkpoints", False))
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
         self._current_job_name: str | None = None
@@ -187,6 +195,8 @@ class EstimatorBase:
         name = self._job_name(job_name)
         output_path = self._output_path(store)
         _check_output_path(output_path)
+        if self.checkpoint_s3_uri:
+            _check_output_path(self.checkpoint_s3_uri, "checkpoint_s3_uri")
         from shipyard.storage.uri import join
 
         code_uri = join(_absolute(self.code_location) if self.code_location else output_path,
@@ -213,6 +223,11 @@ class EstimatorBase:
             stop_grace_seconds=self.stop_grace_seconds, oversubscribe=self.oversubscribe,
             framework=self.framework, framework_version=self.framework_version, py_version=self.py_version,
             backend=self.backend, tags=tuple(self.tags),
+            use_spot_instances=self.use_spot_instances, max_wait=self.max_wait,
+            checkpoint_s3_uri=_absolute(self.checkpoint_s3_uri) if self.checkpoint_s3_uri else None,
+            checkpoint_local_path=self.checkpoint_local_path, max_retry_attempts=self.max_retry_attempts,
+            interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
+            spot_without_checkpoints=self.spot_without_checkpoints,
         )
         from shipyard.backends.resources import detect, plan_instances
         from shipyard.spec.catalog import get_instance_type
@@ -354,13 +369,13 @@ def _check_uri_exists(field: str, uri: str) -> None:
         raise ValidationError(field, uri, "does not exist; check the path or the bucket and prefix")
 
 
-def _check_output_path(output_path: str) -> None:
+def _check_output_path(output_path: str, field: str = "output_path") -> None:
     from shipyard.storage import uri as uris
 
     try:
         uris.filesystem(output_path)
     except ShipyardError as exc:
-        raise ValidationError("output_path", output_path, str(exc)) from None
+        raise ValidationError(field, output_path, str(exc)) from None
 
 
 class Estimator(EstimatorBase):

@@ -63,6 +63,19 @@ class ChannelSpec(Frozen):
         return value
 
 
+class SpotSimulation(Frozen):
+    """Where capacity is simulated (the local backend), when spot capacity is taken away.
+
+    `interruptions_at`: seconds after each attempt's instances start, one interruption each, consumed in
+    order across attempts; `rate_per_hour`: random interruptions at that mean rate; `capacity_delay_seconds`:
+    how long capacity stays gone after an interruption."""
+
+    interruptions_at: tuple[float, ...] = ()
+    rate_per_hour: float = Field(default=0.0, ge=0)
+    capacity_delay_seconds: float = Field(default=0.0, ge=0)
+    seed: int | None = None
+
+
 class JobSpec(Frozen):
     job_name: str
     hyperparameters: dict[str, str] = Field(default_factory=dict)
@@ -81,6 +94,16 @@ class JobSpec(Frozen):
     py_version: str | None = None
     backend: str = "local"
     tags: tuple[dict[str, str], ...] = ()
+    use_spot_instances: bool = False
+    max_wait: int | None = Field(default=None, ge=1)
+    checkpoint_s3_uri: str | None = None
+    checkpoint_local_path: str = "/opt/ml/checkpoints"
+    max_retry_attempts: int = Field(default=0, ge=0, le=30)
+    # The notice an interrupted instance gets between SIGTERM and SIGKILL (EC2 gives about 2 minutes).
+    interruption_notice_seconds: float = Field(default=120.0, ge=0)
+    spot_simulation: SpotSimulation | None = None
+    # Spot without checkpoints restarts from scratch after every interruption: only on explicit request.
+    spot_without_checkpoints: bool = False
 
     @field_validator("job_name")
     @classmethod
@@ -121,6 +144,19 @@ class JobSpec(Frozen):
             raise ValueError(f"{len(self.channels)} channels; at most 20 are allowed")
         if len(self.metric_definitions) > 40:
             raise ValueError(f"{len(self.metric_definitions)} metric definitions; at most 40")
+        if self.use_spot_instances:
+            if self.max_wait is None:
+                raise ValueError("use_spot_instances needs max_wait (seconds of waiting plus running)")
+            if self.max_wait < self.max_run:
+                raise ValueError(f"max_wait ({self.max_wait}) must be >= max_run ({self.max_run}): it bounds "
+                                 "waiting for capacity plus running")
+            if not self.checkpoint_s3_uri and not self.spot_without_checkpoints:
+                raise ValueError("a spot job without checkpoint_s3_uri starts again from scratch after each "
+                                 "interruption; set checkpoint_s3_uri, or spot_without_checkpoints=True to accept that")
+        elif self.max_wait is not None:
+            raise ValueError("max_wait applies to spot jobs only; set use_spot_instances=True or remove it")
+        if self.spot_simulation is not None and not self.use_spot_instances:
+            raise ValueError("spot_simulation needs use_spot_instances=True")
         return self
 
     @property

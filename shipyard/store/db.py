@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     output_artifacts TEXT,
     controller_pid INTEGER,
     controller_started REAL,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    interrupt_requested TEXT
 );
 CREATE TABLE IF NOT EXISTS transitions (
     job TEXT NOT NULL,
@@ -41,6 +42,16 @@ CREATE TABLE IF NOT EXISTS transitions (
     end_time REAL,
     message TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, seq)
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    job TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    outcome TEXT,
+    reason TEXT,
+    restored_checkpoint TEXT,
+    PRIMARY KEY (job, number)
 );
 CREATE TABLE IF NOT EXISTS events (
     job TEXT NOT NULL,
@@ -227,10 +238,50 @@ class Store:
             )
             return cur.rowcount > 0
 
+    def request_interrupt(self, name: str, host: str | None = None) -> bool:
+        """Ask the controller to simulate a spot interruption (of one host, or of the job's capacity)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE jobs SET interrupt_requested=? WHERE name=? AND status='InProgress'", (host or "*", name)
+            )
+            return cur.rowcount > 0
+
+    def take_interrupt_request(self, name: str) -> str | None:
+        with self._tx() as db:
+            row = db.execute("SELECT interrupt_requested FROM jobs WHERE name=?", (name,)).fetchone()
+            if row and row[0]:
+                db.execute("UPDATE jobs SET interrupt_requested=NULL WHERE name=?", (name,))
+                return row[0]
+        return None
+
     def stop_requested(self, name: str) -> bool:
         with self._tx() as db:
             row = db.execute("SELECT stop_requested FROM jobs WHERE name=?", (name,)).fetchone()
         return bool(row and row[0])
+
+    # -- attempts: a spot restart or a retry is a new attempt of the same job -------------------
+    def start_attempt(self, name: str) -> int:
+        with self._tx() as db:
+            number = db.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE job=?", (name,)).fetchone()[0]
+            db.execute("INSERT INTO attempts (job, number, start_time) VALUES (?, ?, ?)", (name, number, time.time()))
+        return number
+
+    def update_attempt(self, name: str, number: int, **fields: object) -> None:
+        unknown = set(fields) - {"end_time", "outcome", "reason", "restored_checkpoint"}
+        if unknown:
+            raise TypeError(f"not updatable: {sorted(unknown)}")
+        sets = ", ".join(f"{key}=?" for key in fields)
+        with self._tx() as db:
+            db.execute(f"UPDATE attempts SET {sets} WHERE job=? AND number=?", (*fields.values(), name, number))
+
+    def attempts(self, name: str) -> list[dict]:
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT number, start_time, end_time, outcome, reason, restored_checkpoint FROM attempts"
+                " WHERE job=? ORDER BY number", (name,),
+            ).fetchall()
+        keys = ("number", "start_time", "end_time", "outcome", "reason", "restored_checkpoint")
+        return [dict(zip(keys, row)) for row in rows]
 
     # -- events and metrics -------------------------------------------------------------------
     def add_event(self, name: str, kind: str, message: str, host: str | None = None) -> None:
@@ -271,7 +322,7 @@ class Store:
 
 def _record(row: tuple, transitions: tuple | list) -> JobRecord:
     (name, spec, status, secondary, reason, created, modified, start, end, model, output,
-     pid, pid_started, stop) = row
+     pid, pid_started, stop, _interrupt) = row
     return JobRecord(
         spec=JobSpec.model_validate(json.loads(spec)),
         status=status,

@@ -42,8 +42,22 @@ def test_meaningless_argument_warns_once(script):
 
 
 def test_unbuilt_capability_is_refused_not_ignored(script):
-    with pytest.raises(ValidationError, match="use_spot_instances.*not supported"):
-        PyTorch(entry_point="train.py", source_dir=str(script), use_spot_instances=True)
+    with pytest.raises(ValidationError, match="keep_alive_period_in_seconds.*not supported"):
+        PyTorch(entry_point="train.py", source_dir=str(script), keep_alive_period_in_seconds=600)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"use_spot_instances": True, "checkpoint_s3_uri": "file:///tmp/ckpt"}, "needs max_wait"),
+     ({"use_spot_instances": True, "max_run": 100, "max_wait": 50, "checkpoint_s3_uri": "file:///tmp/c"},
+      r"max_wait \(50\) must be >= max_run \(100\)"),
+     ({"use_spot_instances": True, "max_run": 100, "max_wait": 200}, "without checkpoint_s3_uri"),
+     ({"max_wait": 200}, "spot jobs only")],
+)
+def test_spot_rules(home, script, kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        PyTorch(entry_point="train.py", source_dir=str(script), **kwargs).fit()
+    _nothing_happened(home)
 
 
 @pytest.mark.parametrize("count", [0, -1, 1.5, "2", True])

@@ -316,6 +316,30 @@ def logs(job: str, follow: bool) -> None:
             return
 
 
+@cli.group()
+def spot() -> None:
+    """Managed spot training: simulate capacity being taken away."""
+
+
+@spot.command()
+@click.argument("job")
+@click.option("--host", help="The instance whose capacity is taken (default: the job's).")
+def interrupt(job: str, host: str | None) -> None:
+    """Interrupt JOB as a spot reclaim would: notice, checkpoint flush, a new attempt when capacity returns."""
+    from shipyard.control.reconcile import reconcile
+    from shipyard.errors import ConflictError, unknown_name_error
+
+    store = _store()
+    record = reconcile(store, job)
+    if not record.spec.use_spot_instances:
+        raise ConflictError(f"job {job} does not use spot instances; there is no capacity to take away")
+    if host is not None and host not in record.spec.hosts:
+        raise unknown_name_error("--host", host, record.spec.hosts)
+    if record.terminal or not store.request_interrupt(job, host):
+        raise ConflictError(f"job {job} already ended {store.get_job(job).status}; there is nothing to interrupt")
+    click.echo(f"interrupting {job}" + (f" ({host})" if host else "") + f"; `shipyard wait {job}` follows it")
+
+
 # Short aliases: `shipyard describe JOB` is `shipyard jobs describe JOB`.
 for _command in (describe, wait, stop, logs):
     cli.add_command(_command)

@@ -294,6 +294,11 @@ class EstimatorBase:
             environment=dict(spec.environment), container_log_level=decoded.get("sagemaker_container_log_level", 20),
             framework_version=spec.framework_version, py_version=spec.py_version,
             oversubscribe=spec.oversubscribe, stop_grace_seconds=spec.stop_grace_seconds, backend=spec.backend,
+            use_spot_instances=spec.use_spot_instances, max_wait=spec.max_wait,
+            checkpoint_s3_uri=spec.checkpoint_s3_uri, checkpoint_local_path=spec.checkpoint_local_path,
+            max_retry_attempts=spec.max_retry_attempts, interruption_notice_seconds=spec.interruption_notice_seconds,
+            spot_without_checkpoints=spec.spot_without_checkpoints,
+            spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
         )
         distribution = _distribution_from(framework)
         if distribution:
@@ -311,9 +316,9 @@ class EstimatorBase:
     def _attached(self, kwargs: dict[str, Any]) -> None:
         """Set attributes from an existing job without checking files that live elsewhere now."""
         args = sort_arguments(kwargs)
+        self._hyperparameters = args.pop("hyperparameters", {})  # the attribute name is a method
         for key, value in args.items():
             setattr(self, key, value)
-        self._hyperparameters = args.get("hyperparameters", {})
         self.metric_definitions = args.get("metric_definitions", [])
         self.dependencies, self.tags, self.code_location = [], [], None
         self.distribution = args.get("distribution")

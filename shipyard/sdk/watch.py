@@ -110,6 +110,8 @@ def _print_event(console: Console, event: dict, last_progress: dict[str, float])
         console.print(f"[dim]{event['host']} {escape(message)} bytes[/dim]", highlight=False)
     elif kind == "upload":
         console.print(f"[dim]uploaded {escape(message)}[/dim]", highlight=False)
+    elif kind in ("checkpoint", "info") and message.startswith(("restored", "checkpoint")):
+        console.print(f"[dim]{event['host'] or ''} {escape(message)}[/dim]", highlight=False)
     elif kind == "warning":
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
 
@@ -121,6 +123,11 @@ def _print_outcome(console: Console, store, description: dict) -> None:
     if seconds is not None:
         console.print(f"Training seconds: {seconds * count}")
         console.print(f"Billable seconds: {description['BillableTimeInSeconds'] * count}")
+        if "ManagedSpotTrainingSavings" in description:
+            console.print(f"Managed Spot Training savings: {description['ManagedSpotTrainingSavings']}%")
+        cost = description.get("Cost", {})
+        if cost.get("OnDemandAmount"):
+            console.print(f"Cost: ${cost['Amount']:.4f} (on demand: ${cost['OnDemandAmount']:.4f})")
     if status == "Completed":
         console.print(f"[green]Completed[/green]: model at {description['ModelArtifacts']['S3ModelArtifacts']}")
     elif status == "Failed":

@@ -116,8 +116,8 @@ def test_two_by_two_ddp_job_from_the_sdk(home, s3, tmp_path):
     # Attach from another process.
     attached = subprocess.run(
         [sys.executable, "-c", f"from shipyard.pytorch import PyTorch; e = PyTorch.attach({name!r}); "
-                               "print(e.model_data); print(e.metric_definitions[0]['Name'])"],
+                               "print(e.model_data); print(e.metric_definitions[0]['Name']); print(e.hyperparameters()['epochs'])"],
         capture_output=True, text=True, timeout=60,
     )
     assert attached.returncode == 0, attached.stderr
-    assert attached.stdout.split() == [est.model_data, "loss"]
+    assert attached.stdout.split() == [est.model_data, "loss", "3"]

@@ -1,0 +1,279 @@
+"""SageMaker's checkpoint sync: restore `checkpoint_s3_uri` into the local checkpoint directory before
+the entry point runs, then mirror the local directory to the URI while the job runs.
+
+Multi-file checkpoints: a script puts one checkpoint's files in one directory and writes the empty
+file MARKER (`.complete`) there last. The sync uploads a marker only after every other file under its
+directory is uploaded, and removes the remote marker before changing or deleting that directory's
+files, so the remote never holds a marker without its files. With markers in use, restore skips
+directories without one. See docs/checkpoints.md.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.errors import StorageError
+from shipyard.storage import transfer
+from shipyard.storage.uri import filesystem, join
+
+MARKER = ".complete"
+WORKERS = 8
+
+Stat = tuple[int, int]  # (size, mtime_ns)
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    files: int
+    bytes: int
+    checkpoint: str | None  # newest complete marked directory, or newest file when markers are unused
+    skipped_incomplete: tuple[str, ...]  # remote directories left out: no marker while markers are used
+
+
+def _marked_dir(rel: str) -> str | None:
+    """The directory `rel` marks complete, if `rel` is a marker (a marker at the root marks nothing)."""
+    head, name = posixpath.split(rel)
+    return head if name == MARKER and head else None
+
+
+def _under(rel: str, d: str) -> bool:
+    return rel.startswith(d + "/")
+
+
+def _natural(s: str) -> list:
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s)]
+
+
+def _mtime(info: dict) -> float:
+    value = info.get("LastModified") or info.get("mtime") or info.get("created") or 0
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)
+
+
+def _incomplete(rel: str, marked: set[str]) -> str | None:
+    """The directory that makes `rel` part of an incomplete checkpoint, or None when it is restorable:
+    inside a marked directory, at the root, or directly in a directory that holds marked ones."""
+    parts = rel.split("/")[:-1]
+    ancestors = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    if not marked or any(a in marked for a in ancestors):
+        return None
+    return next((a for a in ancestors if not any(_under(m, a) for m in marked)), None)
+
+
+class CheckpointSync:
+    def __init__(
+        self,
+        local_dir: Path,
+        uri: str,
+        *,
+        interval: float = 1.0,
+        on_event: Callable[[str, dict], None] | None = None,
+        max_failures: int = 5,
+    ) -> None:
+        self.local_dir, self.uri = Path(local_dir), uri
+        self.interval, self.on_event, self.max_failures = interval, on_event, max_failures
+        self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
+        self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
+        self._failures = 0
+        self._lock = threading.Lock()  # one round at a time (thread and flush)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self._failures < self.max_failures
+
+    # -- restore -----------------------------------------------------------------------------------
+
+    def restore(self) -> RestoreReport:
+        """Copy everything under the URI into local_dir except incomplete checkpoint directories."""
+        fs, root = filesystem(self.uri)
+        try:
+            found = fs.find(root, detail=True) if fs.exists(root) else {}
+        except OSError as exc:
+            raise StorageError(f"could not list checkpoints at {self.uri}: {exc}") from exc
+        prefix = root.rstrip("/") + "/"
+        infos = {
+            name[len(prefix):]: info
+            for name, info in found.items()
+            if name.startswith(prefix) and info.get("type") != "directory" and not name.endswith("/")
+        }
+        marked = {d for d in map(_marked_dir, infos) if d}
+        keys, skipped = [], set()
+        for rel in sorted(infos):
+            bad = _incomplete(rel, marked)
+            if bad:
+                skipped.add(bad)
+            else:
+                keys.append(rel)
+        if marked:
+            newest = max(marked, key=lambda d: (_mtime(infos[f"{d}/{MARKER}"]), _natural(d)))
+        else:
+            newest = max(keys, key=lambda k: (_mtime(infos[k]), _natural(k)), default=None)
+        nbytes = transfer.download(self.uri, self.local_dir, keys) if keys else 0
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            for rel in keys:
+                st = (self.local_dir / rel).stat()
+                self._synced[rel] = self._prev[rel] = (st.st_size, st.st_mtime_ns)
+        return RestoreReport(len(keys), nbytes, newest, tuple(sorted(skipped)))
+
+    # -- continuous sync ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="checkpoint-sync", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def flush(self, timeout: float) -> bool:
+        """One full sync now, unstable files included; True when every local file is uploaded."""
+        result: list[bool] = []
+        worker = threading.Thread(target=lambda: result.append(self.sync_once(final=True)), daemon=True)
+        worker.start()
+        worker.join(timeout)
+        return bool(result and result[0])
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sync_once()
+
+    def _emit(self, event: str, fields: dict) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(event, fields)
+            except Exception:
+                pass
+
+    def sync_once(self, final: bool = False) -> bool:
+        """One sync round now (what the thread does every interval; `final`: unstable files too).
+        Never raises; True when nothing failed and nothing is left to upload or delete."""
+        with self._lock:
+            try:
+                errors, pending = self._sync(final)
+            except Exception as exc:  # listing the local dir, resolving the URI, ...
+                errors, pending = [f"{type(exc).__name__}: {exc}"], -1
+            if errors:
+                self._failures += 1
+                if self._failures == self.max_failures:
+                    self._emit("checkpoint_sync_failed", {"uri": self.uri, "failures": self._failures,
+                                                          "error": errors[0][:500], "errors": len(errors)})
+                return False
+            if self._failures >= self.max_failures:
+                self._emit("checkpoint_sync_recovered", {"uri": self.uri, "failures": self._failures})
+            self._failures = 0
+            return pending == 0
+
+    def _scan(self) -> dict[str, Stat]:
+        found: dict[str, Stat] = {}
+        stack = [(self.local_dir, "")]
+        while stack:
+            top, rel = stack.pop()
+            try:
+                entries = list(os.scandir(top))
+            except FileNotFoundError:
+                continue
+            for e in entries:
+                name = f"{rel}{e.name}"
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append((e.path, name + "/"))
+                    elif e.is_file():
+                        st = e.stat()
+                        found[name] = (st.st_size, st.st_mtime_ns)
+                except FileNotFoundError:
+                    pass
+        return found
+
+    def _sync(self, final: bool) -> tuple[list[str], int]:
+        now, prev = self._scan(), self._prev
+        self._prev = now
+        fs, root = filesystem(self.uri)
+        root = root.rstrip("/")
+        errors: list[str] = []
+        synced = self._synced
+
+        def each(fn: Callable[[str], None], items: Iterable[str]) -> list[str]:
+            items = list(items)
+            if len(items) > 1:
+                with ThreadPoolExecutor(min(WORKERS, len(items))) as pool:
+                    outcome = list(pool.map(lambda r: _attempt(fn, r), items))
+            else:
+                outcome = [_attempt(fn, r) for r in items]
+            errs = [e for e in outcome if e]
+            errors.extend(errs)
+            return [r for r, e in zip(items, outcome) if not e]
+
+        def remove(rel: str) -> None:
+            try:
+                fs.rm_file(f"{root}/{rel}")
+            except FileNotFoundError:
+                pass
+            synced.pop(rel, None)
+
+        def upload(rel: str) -> None:
+            try:
+                transfer.upload_file(self.local_dir / rel, join(self.uri, rel))
+            except Exception:
+                if (self.local_dir / rel).is_file():
+                    raise
+                return  # deleted while we looked: next scan sees it gone
+            synced[rel] = now[rel]
+            self._emit("checkpoint_uploaded", {"path": rel, "bytes": now[rel][0]})
+
+        ready = [r for r, st in now.items() if synced.get(r) != st and (final or prev.get(r) == st)]
+        files = [r for r in ready if not _marked_dir(r)]
+        gone = [r for r in synced if r not in now]
+
+        # A. Before files of a remotely marked directory change, take its remote marker away.
+        touched = {
+            d for m in synced if (d := _marked_dir(m))
+            and (any(_under(r, d) for r in files) or (m in now and any(_under(r, d) for r in gone)))
+        }
+        kept = set(touched) - set(_marked_dir(m) for m in each(remove, [f"{d}/{MARKER}" for d in touched]))
+        files = [r for r in files if not any(_under(r, d) for d in kept)]
+
+        # B. Files, then markers (deepest first) whose directory is fully uploaded.
+        each(upload, files)
+        ready = [r for r, st in now.items() if synced.get(r) != st and (final or prev.get(r) == st)]
+        markers = sorted((r for r in ready if _marked_dir(r)), key=lambda r: -r.count("/"))
+        for m in markers:
+            d = _marked_dir(m)
+            if all(synced.get(r) == st for r, st in now.items() if _under(r, d) and r != m) and not any(
+                _under(r, d) and r not in now for r in synced
+            ):
+                each(upload, [m])
+
+        # C. Deletions. A checkpoint whose marker went away locally stays remote while a newer marked
+        # directory is not yet complete there (rotation: never leave the remote without one).
+        gone = [r for r in synced if r not in now]
+        waiting = any(_marked_dir(r) and synced.get(r) != st for r, st in now.items())
+        gone_dirs = {d for r in gone if (d := _marked_dir(r))}
+        if waiting:
+            gone = [r for r in gone if not any(r == f"{d}/{MARKER}" or _under(r, d) for d in gone_dirs)]
+        each(remove, [r for r in gone if _marked_dir(r)])
+        each(remove, [r for r in gone if not _marked_dir(r) and not any(
+            _under(r, d) and f"{d}/{MARKER}" in synced for d in gone_dirs)])
+
+        pending = sum(synced.get(r) != st for r, st in now.items()) + sum(r not in now for r in synced)
+        return errors, pending
+
+
+def _attempt(fn: Callable[[str], None], rel: str) -> str | None:
+    try:
+        fn(rel)
+        return None
+    except Exception as exc:
+        return f"{rel}: {type(exc).__name__}: {exc}"

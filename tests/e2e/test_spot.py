@@ -1,0 +1,116 @@
+"""Managed spot training end to end: an interrupted job resumes from its last checkpoint in a new
+attempt; waiting for capacity is bounded by max_wait; the record says what each attempt restored and
+what the job cost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from shipyard import Estimator
+from shipyard.store import Store
+
+pytestmark = pytest.mark.slow
+
+STEPPER = """
+    import json, os, signal, sys, time
+    ckpt = "/opt/ml/checkpoints/state-" + os.environ["SM_CURRENT_HOST"] + ".json"
+    step = 0
+    if os.path.exists(ckpt):
+        step = json.load(open(ckpt))["step"]
+        print(f"resumed from step {step}", flush=True)
+    def save():
+        with open(ckpt + ".tmp", "w") as f:
+            json.dump({"step": step}, f)
+        os.replace(ckpt + ".tmp", ckpt)
+    def on_notice(*_):
+        save()  # the interruption notice: checkpoint now, then exit
+        print(f"notice at step {step}", flush=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, on_notice)
+    while step < TOTAL:
+        step += 1
+        print(f"step={step}", flush=True)
+        time.sleep(0.1)
+        if step % 5 == 0:
+            save()
+    open("/opt/ml/model/final-" + os.environ["SM_CURRENT_HOST"] + ".txt", "w").write(str(step))
+"""
+
+
+def _source(tmp_path: Path, total: int) -> Path:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent(STEPPER).replace("TOTAL", str(total)))
+    return source
+
+
+def _spot(source: Path, checkpoints: str, **kwargs) -> Estimator:
+    kwargs.setdefault("interruption_notice_seconds", 5)
+    return Estimator(entry_point="train.py", source_dir=str(source), use_spot_instances=True,
+                     checkpoint_s3_uri=checkpoints, stop_grace_seconds=5, **kwargs)
+
+
+def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
+    checkpoints = f"file://{tmp_path / 'ckpt'}"
+    est = _spot(_source(tmp_path, total=60), checkpoints, instance_count=2, max_run=300, max_wait=600,
+                spot_simulation={"interruptions_at": [3.0], "capacity_delay_seconds": 1.0})
+    est.fit(logs=False)
+    description = est.latest_training_job.describe()
+    assert description["TrainingJobStatus"] == "Completed"
+    statuses = [t["Status"] for t in description["SecondaryStatusTransitions"]]
+    assert statuses == ["Starting", "Downloading", "Training", "Interrupted", "Starting", "Downloading",
+                        "Training", "Uploading", "Completed"]
+    attempts = description["Attempts"]
+    assert [a["Outcome"] for a in attempts] == ["Interrupted", "Completed"]
+    assert attempts[1]["RestoredCheckpoint"]  # the record names what the restart restored
+    log = (Path(os.environ["SHIPYARD_HOME"]) / "jobs" / est.latest_training_job.name / "logs" / "algo-1.log").read_text()
+    resumed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("resumed from step")]
+    noticed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("notice at step")]
+    assert len(resumed) == 1 and len(noticed) == 1
+    assert resumed[0] == noticed[0] > 0  # the notice-time checkpoint is what the new attempt restored
+    with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
+        assert sorted(tar.getnames()) == ["final-algo-1.txt", "final-algo-2.txt"]
+    assert (tmp_path / "ckpt" / "state-algo-2.json").exists()
+    # Billing: two attempts of running time, spot-discounted; training time covers the whole job.
+    assert description["EnableManagedSpotTraining"] is True
+    assert 0 < description["BillableTimeInSeconds"] <= description["TrainingTimeInSeconds"]
+    assert "ManagedSpotTrainingSavings" in description
+
+
+def test_waiting_for_capacity_is_bounded_by_max_wait(home, tmp_path):
+    est = _spot(_source(tmp_path, total=1000), f"file://{tmp_path / 'ckpt'}", max_run=6, max_wait=6,
+                spot_simulation={"interruptions_at": [2.0], "capacity_delay_seconds": 60})
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="MaxWaitTimeExceeded"):
+        est.fit(logs=False)
+    assert time.monotonic() - started < 40
+    description = est.latest_training_job.describe()
+    assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted"]
+
+
+def test_cli_interrupt_of_one_host(home, tmp_path):
+    est = _spot(_source(tmp_path, total=80), f"file://{tmp_path / 'ckpt'}", instance_count=2, max_run=300,
+                max_wait=600)
+    est.fit(wait=False)
+    job = est.latest_training_job
+    log = Store().log_path(job.name, "algo-2")
+    deadline = time.monotonic() + 60
+    while "step=3" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cli = [sys.executable, "-m", "shipyard.cli.main"]
+    done = subprocess.run([*cli, "spot", "interrupt", job.name, "--host", "algo-3"], capture_output=True, text=True)
+    assert done.returncode == 2 and "did you mean" in done.stderr
+    done = subprocess.run([*cli, "spot", "interrupt", job.name, "--host", "algo-2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    description = job.wait(logs=False)
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert "resumed from step" in log.read_text()

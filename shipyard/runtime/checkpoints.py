@@ -77,7 +77,7 @@ class CheckpointSync:
         max_failures: int = 5,
     ) -> None:
         self.local_dir, self.uri = Path(local_dir), uri
-        self.interval, self.on_event, self.max_failures = interval, on_event, max_failures
+        self.interval, self.on_event, self.max_failures = interval, on_event, max(1, max_failures)
         self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
         self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
         self._failures = 0
@@ -96,7 +96,7 @@ class CheckpointSync:
         fs, root = filesystem(self.uri)
         try:
             found = fs.find(root, detail=True) if fs.exists(root) else {}
-        except OSError as exc:
+        except Exception as exc:  # botocore's connection errors are not OSErrors
             raise StorageError(f"could not list checkpoints at {self.uri}: {exc}") from exc
         prefix = root.rstrip("/") + "/"
         infos = {
@@ -198,6 +198,8 @@ class CheckpointSync:
         return found
 
     def _sync(self, final: bool) -> tuple[list[str], int]:
+        if not self.local_dir.is_dir():  # unmounted or not made yet: not a reason to delete remotely
+            return [], 0
         now, prev = self._scan(), self._prev
         self._prev = now
         fs, root = filesystem(self.uri)
@@ -237,35 +239,32 @@ class CheckpointSync:
         files = [r for r in ready if not _marked_dir(r)]
         gone = [r for r in synced if r not in now]
 
-        # A. Before files of a remotely marked directory change, take its remote marker away.
+        # A. Before files of a remotely marked directory change, take its remote marker away; then
+        # delete what went away locally, except whole checkpoints whose marker went away (see C).
         touched = {
             d for m in synced if (d := _marked_dir(m))
             and (any(_under(r, d) for r in files) or (m in now and any(_under(r, d) for r in gone)))
         }
         kept = set(touched) - set(_marked_dir(m) for m in each(remove, [f"{d}/{MARKER}" for d in touched]))
         files = [r for r in files if not any(_under(r, d) for d in kept)]
+        gone_dirs = {d for r in gone if (d := _marked_dir(r)) and r in synced}
+        each(remove, [r for r in gone if r in synced and not _marked_dir(r)
+                      and not any(_under(r, d) for d in kept | gone_dirs)])
 
         # B. Files, then markers (deepest first) whose directory is fully uploaded.
         each(upload, files)
         ready = [r for r, st in now.items() if synced.get(r) != st and (final or prev.get(r) == st)]
-        markers = sorted((r for r in ready if _marked_dir(r)), key=lambda r: -r.count("/"))
-        for m in markers:
+        for m in sorted((r for r in ready if _marked_dir(r)), key=lambda r: -r.count("/")):
             d = _marked_dir(m)
-            if all(synced.get(r) == st for r, st in now.items() if _under(r, d) and r != m) and not any(
-                _under(r, d) and r not in now for r in synced
-            ):
+            group = [r for r in synced.keys() | now.keys() if _under(r, d) and r != m]
+            if all(synced.get(r) == now.get(r) for r in group):
                 each(upload, [m])
 
-        # C. Deletions. A checkpoint whose marker went away locally stays remote while a newer marked
-        # directory is not yet complete there (rotation: never leave the remote without one).
-        gone = [r for r in synced if r not in now]
-        waiting = any(_marked_dir(r) and synced.get(r) != st for r, st in now.items())
-        gone_dirs = {d for r in gone if (d := _marked_dir(r))}
-        if waiting:
-            gone = [r for r in gone if not any(r == f"{d}/{MARKER}" or _under(r, d) for d in gone_dirs)]
-        each(remove, [r for r in gone if _marked_dir(r)])
-        each(remove, [r for r in gone if not _marked_dir(r) and not any(
-            _under(r, d) and f"{d}/{MARKER}" in synced for d in gone_dirs)])
+        # C. A checkpoint whose marker went away locally (rotation) stays remote while a newer marked
+        # directory is not yet complete there, so the remote always keeps one; then marker first.
+        if not any(_marked_dir(r) and synced.get(r) != st for r, st in now.items()):
+            for m in each(remove, [f"{d}/{MARKER}" for d in gone_dirs]):
+                each(remove, [r for r in list(synced) if _under(r, _marked_dir(m)) and r not in now])
 
         pending = sum(synced.get(r) != st for r, st in now.items()) + sum(r not in now for r in synced)
         return errors, pending

@@ -24,9 +24,11 @@ class ShipyardError(Exception):
 
 
 class ValidationError(ShipyardError, ValueError):
+    """`value` is Ellipsis for a rule about several fields together (the message names them)."""
+
     def __init__(self, field: str, value: object, fix: str) -> None:
         self.field, self.value, self.fix = field, value, fix
-        super().__init__(f"{field}={value!r}: {fix}")
+        super().__init__(f"{field}: {fix}" if value is ... else f"{field}={value!r}: {fix}")
 
 
 class NotFoundError(ShipyardError, KeyError):

@@ -97,6 +97,14 @@ class JobFile(_Frozen):
     disable_profiler: bool | None = None
     debugger_hook_config: Any = None
     model_dir: Any = None             # TensorFlow only
+    use_spot_instances: bool | None = None
+    max_wait: int | None = None
+    checkpoint_s3_uri: str | None = None
+    checkpoint_local_path: str | None = None
+    max_retry_attempts: int | None = None
+    spot_simulation: dict[str, Any] | None = None
+    interruption_notice_seconds: float | None = None
+    spot_without_checkpoints: bool | None = None
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -183,7 +191,7 @@ def _resolve(request: JobRequest, base: Path) -> JobRequest:
         args["entry_point"] = _absolute(args["entry_point"], base)
     if args.get("dependencies"):
         args["dependencies"] = [_absolute(d, base) for d in args["dependencies"]]
-    for key in ("output_path", "code_location"):
+    for key in ("output_path", "code_location", "checkpoint_s3_uri"):
         if isinstance(args.get(key), str):
             args[key] = _absolute(args[key], base)
     inputs = {name: {**item, "s3_data": _absolute(item["s3_data"], base)} for name, item in request.inputs.items()}
@@ -243,6 +251,10 @@ class RunOptions:
     framework: str | None = None
     oversubscribe: bool | None = None
     stop_grace_seconds: float | None = None
+    use_spot_instances: bool | None = None
+    max_wait: int | None = None
+    checkpoint_s3_uri: str | None = None
+    max_retry_attempts: int | None = None
 
 
 def build_request(target: str, options: RunOptions) -> JobRequest:
@@ -259,6 +271,9 @@ def build_request(target: str, options: RunOptions) -> JobRequest:
         "output_path": _absolute(options.output_path, cwd) if options.output_path else None,
         "max_run": options.max_run, "base_job_name": options.base_job_name,
         "oversubscribe": options.oversubscribe, "stop_grace_seconds": options.stop_grace_seconds,
+        "use_spot_instances": options.use_spot_instances, "max_wait": options.max_wait,
+        "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
+        "max_retry_attempts": options.max_retry_attempts,
     }
     args.update({k: v for k, v in scalars.items() if v is not None})
     if options.hyperparameters:

@@ -101,6 +101,11 @@ Examples:
 @click.option("--oversubscribe/--no-oversubscribe", default=None,
               help="Let instances share this machine's CPUs and memory.")
 @click.option("--stop-grace-seconds", type=float, help="SIGTERM to SIGKILL on stop (default 120).")
+@click.option("--use-spot-instances/--no-use-spot-instances", default=None,
+              help="Managed spot training: interruptions restart the job from its checkpoints.")
+@click.option("--max-wait", type=int, help="Spot: seconds of waiting for capacity plus running.")
+@click.option("--checkpoint-s3-uri", help="Where /opt/ml/checkpoints is restored from and synced to.")
+@click.option("--max-retry-attempts", type=int, help="Restarts after platform failures (not script errors).")
 @click.option("--detach", is_flag=True, help="Print the job name and return; the job keeps running.")
 @click.option("--dry-run", is_flag=True, help="Print what each instance would run; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")

@@ -8,12 +8,13 @@ import re
 import time
 from pathlib import Path
 
+from shipyard.runtime.tail import FileTail
 from shipyard.spec.job import MetricDefinition
 
 
 class LogScraper:
     def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...]) -> None:
-        self.host, self.path, self.offset = host, path, 0
+        self.host, self.tail = host, FileTail(path)
         self.patterns = [(d.name, re.compile(d.regex)) for d in definitions]
         self.matched: set[str] = set()
         self.unparsable: dict[str, str] = {}
@@ -22,16 +23,8 @@ class LogScraper:
         """New datapoints as (metric, host, timestamp, value)."""
         if not self.patterns:
             return []
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n") + 1
-        self.offset += end
         now, rows = time.time(), []
-        for line in data[:end].decode(errors="replace").splitlines():
+        for line in self.tail.read():
             for name, pattern in self.patterns:
                 match = pattern.search(line)
                 if not match:

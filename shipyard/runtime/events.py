@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from shipyard.runtime.tail import FileTail
+
 
 class EventWriter:
     def __init__(self, path: Path, host: str) -> None:
@@ -23,18 +25,10 @@ class EventWriter:
 
 
 class EventReader:
-    """Incremental reader: returns only complete lines not returned before."""
+    """Incremental reader: returns only events not returned before."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset = path, 0
+        self.tail = FileTail(path)
 
     def read(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+        return [json.loads(line) for line in self.tail.read() if line.strip()]

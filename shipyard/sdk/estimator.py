@@ -345,7 +345,8 @@ def _pydantic(model: type, field: str, **values: Any):
     except pydantic.ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
-        raise ValidationError(f"{field}.{where}" if where else field, error.get("input"),
+        value = error.get("input") if where else ...  # a rule about several fields: the message names them
+        raise ValidationError(f"{field}.{where}" if where else field, value,
                               error["msg"].removeprefix("Value error, ")) from None
 
 

@@ -11,27 +11,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from shipyard.runtime.tail import FileTail
+
 POLL_SECONDS = 0.1
 HOST_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
-class LogTail:
-    """New complete lines of one host's log file since the last call."""
+class LogTail(FileTail):
+    """One host's log file, read as it grows."""
 
     def __init__(self, host: str, path: Path) -> None:
-        self.host, self.path, self.offset = host, path, 0
-
-    def lines(self, final: bool = False) -> list[str]:
-        """Complete lines only while the file may still grow; with final, a last unterminated one too."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        end = len(data) if final else data.rfind(b"\n") + 1
-        self.offset += end
-        return data[:end].decode(errors="replace").splitlines()
+        super().__init__(path)
+        self.host = host
 
 
 def _style(host: str) -> str:
@@ -55,7 +46,7 @@ def log_console(**kwargs) -> Console:
 
 def print_log_lines(console: Console, tail: LogTail, final: bool = False) -> None:
     style = _style(tail.host)
-    for line in tail.lines(final):
+    for line in tail.read(final):
         console.print(f"[{style}]{tail.host}[/{style}] | {escape(line)}", highlight=False, soft_wrap=True)
 
 

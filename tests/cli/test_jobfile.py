@@ -91,8 +91,8 @@ def test_yaml_errors_name_the_key(tmp_path, text, message):
 
 
 def test_sagemaker_only_arguments_pass_through_to_the_estimator(tmp_path):
-    request = load(_write(tmp_path, "entry_point: t.py\nrole: arn:aws:iam::1:role/x\nuse_spot_instances: true\n"))
-    assert request.arguments["role"] == "arn:aws:iam::1:role/x" and request.arguments["use_spot_instances"]
+    request = load(_write(tmp_path, "entry_point: t.py\nrole: arn:aws:iam::1:role/x\nrules: []\n"))
+    assert request.arguments["role"] == "arn:aws:iam::1:role/x" and request.arguments["rules"] == []
 
 
 def test_schema_covers_every_estimator_argument():

@@ -100,7 +100,7 @@ def test_max_run_ends_stopped_with_what_the_script_saved(home, tmp_path):
     assert _model_files(est.latest_training_job) == {"saved-on-sigterm.txt": b"partial"}
 
 
-def test_stop_kills_a_script_that_ignores_sigterm_after_the_grace(home, tmp_path):
+def test_stop_kills_a_script_that_ignores_sigterm_after_the_grace(home, tmp_path, wait_for_line):
     source = _source(tmp_path, {"train.py": """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -112,9 +112,7 @@ def test_stop_kills_a_script_that_ignores_sigterm_after_the_grace(home, tmp_path
     est.fit(wait=False)
     job = est.latest_training_job
     log = Path(os.environ["SHIPYARD_HOME"]) / "jobs" / job.name / "logs" / "algo-1.log"
-    deadline = time.monotonic() + 60
-    while "started" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for_line(log, "started")
     job.stop()
     with pytest.warns(UserWarning, match="stopped"):
         job.wait(logs=False)
@@ -153,16 +151,14 @@ def test_entry_point_types(home, tmp_path, kind):
             __import__("tinylib")
 
 
-def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path):
+def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wait_for_line):
     source = _source(tmp_path, {"train.py": "import time\nprint('up', flush=True)\ntime.sleep(300)\n"})
     est = _estimator(source, instance_count=2)
     est.fit(wait=False)
     job = est.latest_training_job
     store = Store()
     log = store.log_path(job.name, "algo-2")
-    deadline = time.monotonic() + 60
-    while "up" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for_line(log, "up")
     controller = psutil.Process(store.get_job(job.name).controller_pid)
     instances = controller.children(recursive=True)
     assert instances
@@ -192,16 +188,14 @@ def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path,
     assert any("without a sandbox" in w for w in est.latest_training_job.describe()["Warnings"])
 
 
-def test_killed_agent_fails_the_job_naming_the_instance(home, tmp_path):
+def test_killed_agent_fails_the_job_naming_the_instance(home, tmp_path, wait_for_line):
     source = _source(tmp_path, {"train.py": "import time\nprint('up', flush=True)\ntime.sleep(300)\n"})
     est = _estimator(source, instance_count=2)
     est.fit(wait=False)
     job = est.latest_training_job
     store = Store()
     log = store.log_path(job.name, "algo-2")
-    deadline = time.monotonic() + 60
-    while "up" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for_line(log, "up")
     controller = psutil.Process(store.get_job(job.name).controller_pid)
     agents = [p for p in controller.children(recursive=True)
               if "shipyard.runtime.agent" in " ".join(p.cmdline()) and "algo-2" in " ".join(p.cmdline())

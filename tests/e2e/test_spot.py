@@ -97,15 +97,13 @@ def test_waiting_for_capacity_is_bounded_by_max_wait(home, tmp_path):
     assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted"]
 
 
-def test_cli_interrupt_of_one_host(home, tmp_path):
+def test_cli_interrupt_of_one_host(home, tmp_path, wait_for_line):
     est = _spot(_source(tmp_path, total=80), f"file://{tmp_path / 'ckpt'}", instance_count=2, max_run=300,
                 max_wait=600)
     est.fit(wait=False)
     job = est.latest_training_job
     log = Store().log_path(job.name, "algo-2")
-    deadline = time.monotonic() + 60
-    while "step=3" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for_line(log, "step=3")
     cli = [sys.executable, "-m", "shipyard.cli.main"]
     done = subprocess.run([*cli, "spot", "interrupt", job.name, "--host", "algo-3"], capture_output=True, text=True)
     assert done.returncode == 2 and "did you mean" in done.stderr

@@ -134,6 +134,7 @@ class LocalBackend:
                 instance_type=spec.instance_type,
                 checkpoint_uri=spec.checkpoint_s3_uri,
                 checkpoint_local_path=spec.checkpoint_local_path,
+                heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             if problem is None:

@@ -105,6 +105,7 @@ class JobFile(_Frozen):
     spot_simulation: dict[str, Any] | None = None
     interruption_notice_seconds: float | None = None
     spot_without_checkpoints: bool | None = None
+    hang_timeout_seconds: float | None = None
 
     @field_validator("inputs", mode="before")
     @classmethod

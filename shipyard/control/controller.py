@@ -26,6 +26,7 @@ POLL_SECONDS = 0.1
 # When one instance failed, the others are usually stuck in a collective: give them little time.
 FAILURE_GRACE_SECONDS = 10.0
 MAX_FAILURE_REASON = 1024
+HANG_CHECK_SECONDS = 2.0
 
 
 class JobController:
@@ -113,6 +114,7 @@ class JobController:
             self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
                                  "SM_* paths point at each instance's directory, not /opt/ml")
         self.readers = {i.host: EventReader(Path(i.plan.config.events_path)) for i in self.instances}
+        self.last_hang_check = 0.0
         self.interrupt_at = self.spot.interruption_after(self.attempt)
 
     def _monitor(self) -> tuple[str, str | None]:
@@ -141,11 +143,26 @@ class JobController:
                 return "stopped", "MaxRuntimeExceeded"
             if self._max_wait_spent():
                 return "stopped", "MaxWaitTimeExceeded"
+            hang = self._hang(elapsed)
+            if hang:
+                return "failed", f"AlgorithmError: {hang}"
             requested = self.store.take_interrupt_request(self.name)
             if requested or (self.interrupt_at is not None and elapsed >= self.interrupt_at):
                 host = requested if requested not in (None, "*") else None
                 return "interrupted", host
             time.sleep(POLL_SECONDS)
+
+    def _hang(self, elapsed: float) -> str | None:
+        """Heartbeats are read every couple of seconds, not every poll."""
+        if not self.spec.hang_timeout_seconds or elapsed - self.last_hang_check < HANG_CHECK_SECONDS:
+            return None
+        from shipyard.control.hangs import find_hang
+        from shipyard.runtime.heartbeat import read_all
+
+        self.last_hang_check = elapsed
+        beats = [b for i in self.instances if i.plan.config.heartbeat_dir
+                 for b in read_all(i.plan.config.heartbeat_dir)]
+        return find_hang(beats, time.time(), self.spec.hang_timeout_seconds)
 
     def _failure(self, host: str) -> tuple[str, str]:
         reason = self._failure_reason(host)

@@ -227,6 +227,9 @@ def script_environment(
     paths = [str(config.site_packages), str(layout.code_dir)]
     if child.get("PYTHONPATH"):
         paths.append(child["PYTHONPATH"])
+    if config.heartbeat_dir:
+        child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
+        paths.append(str(Path(__file__).parent / "inject"))  # its sitecustomize starts the heartbeat
     child["PYTHONPATH"] = os.pathsep.join(paths)
     child["PYTHONUNBUFFERED"] = "TRUE"
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)

@@ -53,6 +53,7 @@ class AgentConfig:
     instance_type: str = "local"
     checkpoint_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
+    heartbeat_dir: str | None = None
 
     @property
     def host_index(self) -> int:

@@ -18,7 +18,7 @@ HONOURED = frozenset({
     "use_spot_instances", "max_wait", "checkpoint_s3_uri", "checkpoint_local_path", "max_retry_attempts",
     # shipyard's own
     "oversubscribe", "stop_grace_seconds", "backend", "spot_simulation", "interruption_notice_seconds",
-    "spot_without_checkpoints",
+    "spot_without_checkpoints", "hang_timeout_seconds",
 })
 
 MEANINGLESS_HERE = frozenset({

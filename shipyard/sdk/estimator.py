@@ -62,6 +62,7 @@ class EstimatorBase:
         self.spot_simulation = args.get("spot_simulation")
         self.interruption_notice_seconds = args.get("interruption_notice_seconds", 120.0)
         self.spot_without_checkpoints = bool(args.get("spot_without_checkpoints", False))
+        self.hang_timeout_seconds = args.get("hang_timeout_seconds", 300.0)
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
         self._current_job_name: str | None = None
@@ -227,7 +228,7 @@ class EstimatorBase:
             checkpoint_s3_uri=_absolute(self.checkpoint_s3_uri) if self.checkpoint_s3_uri else None,
             checkpoint_local_path=self.checkpoint_local_path, max_retry_attempts=self.max_retry_attempts,
             interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
-            spot_without_checkpoints=self.spot_without_checkpoints,
+            spot_without_checkpoints=self.spot_without_checkpoints, hang_timeout_seconds=self.hang_timeout_seconds,
         )
         from shipyard.backends.resources import detect, plan_instances
         from shipyard.spec.catalog import get_instance_type
@@ -297,7 +298,7 @@ class EstimatorBase:
             use_spot_instances=spec.use_spot_instances, max_wait=spec.max_wait,
             checkpoint_s3_uri=spec.checkpoint_s3_uri, checkpoint_local_path=spec.checkpoint_local_path,
             max_retry_attempts=spec.max_retry_attempts, interruption_notice_seconds=spec.interruption_notice_seconds,
-            spot_without_checkpoints=spec.spot_without_checkpoints,
+            spot_without_checkpoints=spec.spot_without_checkpoints, hang_timeout_seconds=spec.hang_timeout_seconds,
             spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
         )
         distribution = _distribution_from(framework)

@@ -104,6 +104,8 @@ class JobSpec(Frozen):
     spot_simulation: SpotSimulation | None = None
     # Spot without checkpoints restarts from scratch after every interruption: only on explicit request.
     spot_without_checkpoints: bool = False
+    # No training progress on any rank for this long is a hang (0: never); see runtime/heartbeat.py.
+    hang_timeout_seconds: float = Field(default=300.0, ge=0)
 
     @field_validator("job_name")
     @classmethod

@@ -1,0 +1,109 @@
+"""A heartbeat from every training process, so a hung collective is noticed in minutes and the rank
+that hung is named (rather than the hour-long NCCL/gloo timeouts naming nobody).
+
+Each process writes `<SHIPYARD_HEARTBEAT_DIR>/<pid>.json` every few seconds from a daemon thread:
+
+    {"host", "pid", "rank", "local_rank", "progress", "progress_time", "time", "collective", "where"}
+
+`progress_time` is when the process last moved: an optimizer step (a global post-step hook, registered
+once torch.optim is imported) or its main thread seen somewhere new (so evaluation, data loading and
+checkpointing count as moving); `steps` counts optimizer steps; `collective` says whether the main
+thread is inside torch.distributed or autograd, where a rank waits for the others; `where` is the
+innermost frame of the script's own code. When no rank has moved for the job's hang timeout, the
+ranks that are *not* waiting in a collective, or that stopped beating, are the ones that hung
+(control/hangs.py). Only training ranks (processes with RANK set, as torchrun starts them) beat."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+INTERVAL_SECONDS = float(os.environ.get("SHIPYARD_HEARTBEAT_INTERVAL", "2"))
+# Frames from these files mean the process is waiting for the other ranks.
+_COLLECTIVE_MARKERS = ("torch/distributed/", "torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/")
+_LIBRARY_MARKERS = ("/site-packages/", "/lib/python3", "shipyard/runtime/")
+
+
+class Heartbeat:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, f"{os.getpid()}.json")
+        self.steps = 0
+        self.progress_time = time.time()
+        self.main = threading.main_thread().ident
+        self.hooked = False
+        self.last_seen: tuple = ()
+
+    def step(self, *_args) -> None:
+        self.steps += 1
+        self.progress_time = time.time()
+
+    def _hook_optimizer(self) -> None:
+        module = sys.modules.get("torch.optim.optimizer")
+        if module is not None and not self.hooked:
+            module.register_optimizer_step_post_hook(self.step)
+            self.hooked = True
+
+    def _where(self) -> tuple[bool, str]:
+        frame = sys._current_frames().get(self.main)
+        collective, where = False, ""
+        seen = (frame.f_code, frame.f_lineno, self.steps) if frame is not None else ()
+        if seen != self.last_seen:
+            self.last_seen, self.progress_time = seen, time.time()
+        while frame is not None:
+            filename = frame.f_code.co_filename.replace(os.sep, "/")
+            if any(marker in filename for marker in _COLLECTIVE_MARKERS):
+                collective = True
+            if not where and not any(marker in filename for marker in _LIBRARY_MARKERS):
+                where = f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+            frame = frame.f_back
+        return collective, where
+
+    def beat(self) -> None:
+        self._hook_optimizer()
+        collective, where = self._where()
+        record = {
+            "host": os.environ.get("SM_CURRENT_HOST", ""), "pid": os.getpid(),
+            "rank": int(os.environ.get("RANK", "-1")), "local_rank": int(os.environ.get("LOCAL_RANK", "-1")),
+            "steps": self.steps, "progress_time": self.progress_time,
+            "time": time.time(), "collective": collective, "where": where,
+        }
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, self.path)
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.beat()
+            except Exception:
+                pass  # never disturb training; a missing heartbeat is itself a signal
+            time.sleep(INTERVAL_SECONDS)
+
+
+def install() -> None:
+    directory = os.environ["SHIPYARD_HEARTBEAT_DIR"]
+    # Only the training ranks: torchrun's own agent process has no RANK.
+    if "RANK" not in os.environ:
+        return
+    os.makedirs(directory, exist_ok=True)
+    threading.Thread(target=Heartbeat(directory).run, name="shipyard-heartbeat", daemon=True).start()
+
+
+def read_all(directory: str) -> list[dict]:
+    beats = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(directory, name)) as f:
+                    beats.append(json.load(f))
+            except (OSError, ValueError):
+                continue
+    return beats

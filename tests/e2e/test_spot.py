@@ -112,3 +112,49 @@ def test_cli_interrupt_of_one_host(home, tmp_path, wait_for_line):
     description = job.wait(logs=False)
     assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
     assert "resumed from step" in log.read_text()
+
+
+def test_two_interruptions_in_a_row(home, tmp_path):
+    est = _spot(_source(tmp_path, total=50), f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600,
+                spot_simulation={"interruptions_at": [2.5, 2.5]})
+    est.fit(logs=False)
+    description = est.latest_training_job.describe()
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Interrupted", "Completed"]
+    assert [t["Status"] for t in description["SecondaryStatusTransitions"]].count("Interrupted") == 2
+    log = (Path(os.environ["SHIPYARD_HOME"]) / "jobs" / est.latest_training_job.name / "logs" / "algo-1.log").read_text()
+    resumed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("resumed from step")]
+    assert len(resumed) == 2 and 0 < resumed[0] < resumed[1]  # each attempt moved the job forward
+
+
+def test_platform_failure_is_retried(home, tmp_path, wait_for_line):
+    import psutil
+
+    source = _source(tmp_path, total=40)
+    est = Estimator(entry_point="train.py", source_dir=str(source), max_retry_attempts=1, stop_grace_seconds=5,
+                    checkpoint_s3_uri=f"file://{tmp_path / 'ckpt'}")
+    est.fit(wait=False)
+    job = est.latest_training_job
+    store = Store()
+    wait_for_line(store.log_path(job.name, "algo-1"), "step=7")
+    controller = psutil.Process(store.get_job(job.name).controller_pid)
+    agent = next(p for p in controller.children(recursive=True)
+                 if "shipyard.runtime.agent" in " ".join(p.cmdline()) and p.name() != "bwrap")
+    agent.kill()  # an instance agent dying is the platform's failure, not the script's
+    description = job.wait(logs=False)
+    attempts = description["Attempts"]
+    assert [a["Outcome"] for a in attempts] == ["Failed", "Completed"]
+    assert "InternalServerError: algo-1" in attempts[0]["Reason"]
+    assert any(t["StatusMessage"].startswith("Retrying after a platform failure")
+               for t in description["SecondaryStatusTransitions"])
+
+
+def test_script_error_is_not_retried(home, tmp_path):
+    from shipyard.errors import UnexpectedStatusError
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("raise ValueError('the script is wrong')\n")
+    est = Estimator(entry_point="train.py", source_dir=str(source), max_retry_attempts=2, stop_grace_seconds=5)
+    with pytest.raises(UnexpectedStatusError, match="ValueError"):
+        est.fit(logs=False)
+    assert [a["Outcome"] for a in est.latest_training_job.describe()["Attempts"]] == ["Failed"]

@@ -105,8 +105,7 @@ class JobController:
     def _attempt_started(self) -> None:
         from shipyard.runtime.events import EventReader
 
-        number = self.store.start_attempt(self.name)
-        assert number == self.attempt, (number, self.attempt)
+        self.attempt = self.store.start_attempt(self.name, self.started_at)
         self.store.add_event(self.name, "info", f"attempt {self.attempt}: started {len(self.instances)} instance(s): "
                              + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
         problem = self.instances[0].plan.sandbox_problem

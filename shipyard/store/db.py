@@ -260,10 +260,11 @@ class Store:
         return bool(row and row[0])
 
     # -- attempts: a spot restart or a retry is a new attempt of the same job -------------------
-    def start_attempt(self, name: str) -> int:
+    def start_attempt(self, name: str, start_time: float) -> int:
+        """Record the next attempt (its instances started at start_time); returns its number."""
         with self._tx() as db:
             number = db.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE job=?", (name,)).fetchone()[0]
-            db.execute("INSERT INTO attempts (job, number, start_time) VALUES (?, ?, ?)", (name, number, time.time()))
+            db.execute("INSERT INTO attempts (job, number, start_time) VALUES (?, ?, ?)", (name, number, start_time))
         return number
 
     def update_attempt(self, name: str, number: int, **fields: object) -> None:

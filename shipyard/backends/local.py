@@ -18,6 +18,7 @@ import psutil
 from shipyard.backends import sandbox
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
+from shipyard.runtime.control import CONTROL_FILE, ControlChannel
 
 if TYPE_CHECKING:
     from shipyard.spec.job import JobSpec
@@ -58,6 +59,7 @@ class Instance:
 
     def __init__(self, plan: InstancePlan, process: subprocess.Popen) -> None:
         self.plan, self.process = plan, process
+        self.control = ControlChannel(plan.instance_dir / CONTROL_FILE)
 
     @property
     def host(self) -> str:

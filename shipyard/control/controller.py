@@ -43,6 +43,7 @@ class JobController:
         self.store = None
         self.instances: list = []
         self.scrapers: list = []
+        self.readers: dict = {}
         self.attempt = 1
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
 
@@ -60,13 +61,17 @@ class JobController:
         finally:
             self._kill_all()
 
-    def _start_instances(self, plan: dict) -> None:
+    def _start_instances(self, plan: dict, keep: tuple = ()) -> None:
+        """Start the plan's instances; `keep` are running instances that stay (they rejoin)."""
         from shipyard.backends import get_backend
 
         backend = get_backend(plan["backend"], job_dir=self.job_dir)
         plans = [backend.plan_type.from_dict(item) for item in plan["instances"]]
         self.started_at = time.time()
-        self.instances = [backend.start(p) for p in plans]
+        kept = {i.host: i for i in keep}
+        self.instances = [kept.get(p.host) or backend.start(p) for p in plans]
+        self.kept = tuple(keep)
+        self.download_reported = False
         self.exit_codes: dict[str, int] = {}
         self.exit_order: list[str] = []
         self.phases: dict[str, str] = {}
@@ -112,7 +117,9 @@ class JobController:
         if problem and self.attempt == 1:
             self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
                                  "SM_* paths point at each instance's directory, not /opt/ml")
-        self.readers = {i.host: EventReader(Path(i.plan.config.events_path)) for i in self.instances}
+        # An instance kept from the last attempt goes on reading its events where it left off.
+        self.readers = {i.host: self.readers[i.host] if i in self.kept
+                        else EventReader(Path(i.plan.config.events_path)) for i in self.instances}
         self.last_hang_check = 0.0
         self.interrupt_at = self.spot.interruption_after(self.attempt)
 
@@ -177,7 +184,8 @@ class JobController:
         kind = event.get("event")
         if kind == "phase":
             self.phases[host] = event["phase"]
-            if event["phase"] == "Downloading" and len(self.phases) == 1:
+            if event["phase"] == "Downloading" and not self.download_reported:
+                self.download_reported = True
                 self.store.transition(self.name, "InProgress", "Downloading", "Downloading input data")
             elif event["phase"] == "Training" and all(
                 self.phases.get(i.host) == "Training" for i in self.instances
@@ -205,10 +213,12 @@ class JobController:
         """End this attempt and start the next one if capacity returns in time (None); otherwise the
         outcome that ends the job."""
         kind, detail = outcome
+        keep: tuple = ()
         if kind == "interrupted":
             who = detail or "all instances"
             self.store.transition(self.name, "InProgress", "Interrupted", f"Spot capacity reclaimed ({who})")
-            self._shutdown(self.spec.interruption_notice_seconds)
+            keep = self._pause_survivors(detail)
+            self._shutdown(self.spec.interruption_notice_seconds, [i for i in self.instances if i not in keep])
             self._end_attempt("Interrupted", f"spot interruption of {who}")
             deadline = time.monotonic() + self.spot.capacity_delay()
             while True:
@@ -219,7 +229,8 @@ class JobController:
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(POLL_SECONDS)
-            message = "Restarting after a spot interruption"
+            message = (f"Replacing {detail}; the other instances rejoin" if keep
+                       else "Restarting after a spot interruption")
         else:
             self._shutdown(FAILURE_GRACE_SECONDS)
             self._end_attempt("Failed", detail)
@@ -227,18 +238,50 @@ class JobController:
                       f"{self.spec.max_retry_attempts + 1})"
         self.store.transition(self.name, "InProgress", "Starting", message)
         self.attempt += 1
-        self._start_instances(self._plan_attempt())
+        plan, port = self._plan_attempt(keep)
+        self._start_instances(plan, keep)
+        for instance in keep:
+            instance.control.send("resume", master_port=port)
         return None
+
+    def _pause_survivors(self, lost: str | None) -> tuple:
+        """When one instance is lost, the others pause (their scripts get the notice) and keep their
+        data and environment; returns them, or () when the whole job must restart."""
+        survivors = tuple(i for i in self.instances if i.host != lost and i.poll() is None)
+        if lost is None or len(survivors) != len(self.instances) - 1:
+            return ()
+        for instance in survivors:
+            instance.control.send("pause")
+        deadline = time.monotonic() + self.spec.interruption_notice_seconds
+        paused: set[str] = set()
+        while time.monotonic() < deadline and len(paused) < len(survivors):
+            for instance in survivors:
+                for event in self.readers[instance.host].read():
+                    if event.get("event") == "paused":
+                        paused.add(instance.host)
+                    else:
+                        self._on_event(instance.host, event)
+            if any(i.poll() is not None for i in survivors):
+                return ()  # a survivor ended instead of pausing: restart everything
+            time.sleep(POLL_SECONDS)
+        return survivors if len(paused) == len(survivors) else ()
 
     def _end_attempt(self, outcome: str, reason: str | None) -> None:
         self.run_seconds += time.time() - self.started_at
         self.store.update_attempt(self.name, self.attempt, end_time=time.time(), outcome=outcome, reason=reason)
 
-    def _plan_attempt(self) -> dict:
+    def _plan_attempt(self, keep: tuple = ()) -> tuple[dict, int]:
+        """The next attempt's plan and rendezvous port: fresh instances, except those kept, which stay
+        as they are (and are told the new port)."""
         from shipyard.control.planning import plan_job, write_plan
 
-        launches = plan_job(self.spec, self.job_dir, attempt=self.attempt)
-        return write_plan(self.spec, self.job_dir, launches)
+        kept = {i.host for i in keep}
+        launches = [launch for launch in plan_job(self.spec, self.job_dir, attempt=self.attempt)
+                    if launch.instance.host not in kept]
+        plan = write_plan(self.spec, self.job_dir, launches)
+        port = launches[0].instance.config.master_port
+        plan["instances"] = sorted(plan["instances"] + [i.plan.to_dict() for i in keep], key=lambda p: p["host"])
+        return plan, port
 
     # -- endings ------------------------------------------------------------------------------
     def _conclude(self, outcome: tuple[str, str | None]) -> None:
@@ -282,15 +325,18 @@ class JobController:
         excerpt = error_excerpt(Path(instance.plan.config.log_path), max_lines=10)
         return f"InternalServerError: {host}: the instance exited with code {code} and no failure file\n{excerpt}"
 
-    def _shutdown(self, grace: float) -> None:
+    def _shutdown(self, grace: float, instances: list | None = None) -> None:
         """SIGTERM, the grace period, then SIGKILL: whatever the script saves in time is kept."""
-        running = [i for i in self.instances if i.poll() is None]
+        instances = self.instances if instances is None else instances
+        running = [i for i in instances if i.poll() is None]
         for instance in running:
             instance.terminate()
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(i.poll() is None for i in running):
             time.sleep(POLL_SECONDS)
-        self._kill_all()
+        for instance in instances:
+            if instance.poll() is None:
+                instance.kill()
 
     def _kill_all(self) -> None:
         for instance in self.instances:

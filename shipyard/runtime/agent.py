@@ -12,10 +12,12 @@ so nothing printed is lost whichever process crashes, this agent included."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from shipyard.contract.layout import Layout
 from shipyard.errors import ShipyardError
 from shipyard.runtime import launchers
 from shipyard.runtime.config import AgentConfig
+from shipyard.runtime.control import CONTROL_FILE, CONTROL_POLL_SECONDS, ControlChannel
 from shipyard.runtime.events import EventWriter
 from shipyard.runtime.failure import failure_message
 
@@ -55,6 +58,8 @@ class Agent:
         self.log_fd = os.open(config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.child: subprocess.Popen | None = None
         self.stopping = False
+        self.control = ControlChannel(Path(config.instance_dir) / CONTROL_FILE)
+        self.pausing = False
 
     # -- output -----------------------------------------------------------------------------
     def say(self, message: str) -> None:
@@ -183,7 +188,10 @@ class Agent:
             plan = launcher.plan(env, self.config.launch_context())
             argv = plan.argv
             self.events.emit("phase", phase="Training", launcher=launcher.name)
+            threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
             code = self.execute(argv, script_environment(self.config, env, plan.env))
+            while self.pausing and not self.stopping:
+                argv, code = self._rejoin(env, launcher, sync, code)
         except StopRequested:
             self.finish_checkpoints(sync)
             self.say("stopped before the entry point started")
@@ -198,11 +206,44 @@ class Agent:
         else:
             if code == 0:
                 self.layout.success_file.touch()
-            elif not self.stopping:
+            elif not self.stopping and not self.pausing:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
+
+    # -- replacing another instance: pause, then rejoin the re-formed process group ----------------
+    def _watch_control(self) -> None:
+        """The controller asks this instance to pause when another one is replaced."""
+        while not self.stopping:
+            # While paused, _rejoin reads the channel (for "resume"); never consume its command here.
+            command = None if self.pausing else self.control.poll()
+            if command and command["action"] == "pause":
+                self.pausing = True
+                self.say("pausing: another instance is being replaced")
+                if self.child and self.child.poll() is None:
+                    self.child.send_signal(signal.SIGTERM)  # the same notice an interrupted script gets
+            time.sleep(CONTROL_POLL_SECONDS)
+
+    def _rejoin(self, env: TrainingEnvironment, launcher, sync, code: int) -> tuple[list[str], int]:
+        """Keep this instance (its data, code and environment); run the entry point again once the
+        replacement is up, with the new rendezvous port. Returns the new command and exit code."""
+        if sync is not None:
+            sync.flush(timeout=FLUSH_SECONDS)
+        self.events.emit("paused", code=code)
+        while not self.stopping:
+            command = self.control.poll()
+            if command and command["action"] == "resume":
+                break
+            time.sleep(CONTROL_POLL_SECONDS)
+        else:
+            return [], 143
+        self.pausing = False
+        self.config = dataclasses.replace(self.config, master_port=command["master_port"])
+        plan = launcher.plan(env, self.config.launch_context())
+        self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
+        self.events.emit("phase", phase="Training", launcher=launcher.name)
+        return plan.argv, self.execute(plan.argv, script_environment(self.config, env, plan.env))
 
     def _fail(self, message: str) -> int:
         self.say(message.splitlines()[0] if message else "failed")
@@ -227,11 +268,13 @@ def script_environment(
     paths = [str(config.site_packages), str(layout.code_dir)]
     if child.get("PYTHONPATH"):
         paths.append(child["PYTHONPATH"])
+    # Its sitecustomize makes every Python process write whole lines, and starts the heartbeat.
+    paths.append(str(Path(__file__).parent / "inject"))
+    child["PYTHONPATH"] = os.pathsep.join(paths)
+    child["PYTHONUNBUFFERED"] = "TRUE"  # as SageMaker's containers set it; lines stay whole regardless
+    child["SHIPYARD_LINE_BUFFERED"] = "1"
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
-        paths.append(str(Path(__file__).parent / "inject"))  # its sitecustomize starts the heartbeat
-    child["PYTHONPATH"] = os.pathsep.join(paths)
-    child["PYTHONUNBUFFERED"] = "TRUE"
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
     return child
 

@@ -110,8 +110,19 @@ def test_cli_interrupt_of_one_host(home, tmp_path, wait_for_line):
     done = subprocess.run([*cli, "spot", "interrupt", job.name, "--host", "algo-2"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     description = job.wait(logs=False)
+    assert description["TrainingJobStatus"] == "Completed"
     assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
-    assert "resumed from step" in log.read_text()
+    statuses = [(t["Status"], t["StatusMessage"]) for t in description["SecondaryStatusTransitions"]]
+    assert ("Starting", "Replacing algo-2; the other instances rejoin") in statuses
+    assert [s for s, _ in statuses][-5:] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
+    # Only the lost instance was replaced: algo-1 kept its instance (no second download) and rejoined.
+    instances = Path(os.environ["SHIPYARD_HOME"]) / "jobs" / job.name / "instances"
+    assert sorted(p.name for p in instances.iterdir()) == ["algo-1", "algo-2", "algo-2-2"]
+    survivor = Store().log_path(job.name, "algo-1").read_text()
+    assert survivor.count("shipyard-agent INFO running:") == 2
+    assert survivor.count("checkpoints: restored") == 1
+    assert "rejoining with a replaced instance" in survivor
+    assert "resumed from step" in survivor and "resumed from step" in log.read_text()
 
 
 def test_two_interruptions_in_a_row(home, tmp_path):

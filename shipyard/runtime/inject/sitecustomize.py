@@ -1,12 +1,25 @@
-"""Put on the entry point's PYTHONPATH by the agent so every Python process of a job reports a heartbeat
-(shipyard.runtime.heartbeat) without changes to the script. Any other sitecustomize on the path
-still runs."""
+"""Put on the entry point's PYTHONPATH by the agent, so that every Python process of a job, without
+changes to the script:
 
-import importlib
+- writes whole lines: stdout and stderr are line-buffered, so each line reaches the host log (an
+  O_APPEND file shared by every process of the instance) in one write and lines of concurrent ranks
+  never interleave mid-line (PYTHONUNBUFFERED would split a print into several writes);
+- reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs.
+
+Any other sitecustomize on the path still runs."""
+
+import importlib.machinery
+import importlib.util
 import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+if os.environ.get("SHIPYARD_LINE_BUFFERED"):
+    for _stream in (sys.stdout, sys.stderr):
+        try:
+            _stream.reconfigure(line_buffering=True, write_through=False)
+        except (AttributeError, ValueError):  # replaced or closed streams
+            pass
 if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
     try:
         from shipyard.runtime import heartbeat
@@ -15,13 +28,9 @@ if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
     except Exception as exc:  # a monitoring aid must never stop the script from running
         print(f"shipyard: heartbeat not installed: {exc}", file=sys.stderr)
 
-# Chain to the sitecustomize this one shadows, if there is one.
-_path = sys.path[:]
-try:
-    sys.path[:] = [p for p in _path if os.path.abspath(p or ".") != _here]
-    del sys.modules["sitecustomize"]
-    importlib.import_module("sitecustomize")
-except ImportError:
-    pass
-finally:
-    sys.path[:] = _path
+# Chain to the sitecustomize this one shadows, if there is one, without disturbing this module's import.
+_spec = importlib.machinery.PathFinder.find_spec(
+    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here]
+)
+if _spec is not None and _spec.loader is not None:
+    _spec.loader.exec_module(importlib.util.module_from_spec(_spec))

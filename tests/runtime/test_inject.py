@@ -1,0 +1,56 @@
+"""What the injected sitecustomize gives every process of a job: whole log lines and the heartbeat,
+without hiding a sitecustomize the environment already had."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import shipyard.runtime
+
+INJECT = Path(shipyard.runtime.__file__).parent / "inject"
+
+
+def test_training_process_beats_and_other_sitecustomize_still_runs(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("print('other sitecustomize ran')\n")
+    beats = tmp_path / "beats"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "missing"), str(INJECT), str(other)]),
+           "SHIPYARD_HEARTBEAT_DIR": str(beats), "SHIPYARD_HEARTBEAT_INTERVAL": "0.1", "RANK": "3",
+           "SM_CURRENT_HOST": "algo-2"}
+    script = "import time\ndef waiting():\n    time.sleep(1.0)\nwaiting()\n"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == "other sitecustomize ran\n"
+    (beat,) = [json.loads(p.read_text()) for p in beats.glob("*.json")]
+    assert (beat["rank"], beat["host"], beat["collective"]) == (3, "algo-2", False)
+    assert beat["where"] == "<string>:3 in waiting"
+
+
+def test_processes_without_a_rank_do_not_beat(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_HEARTBEAT_DIR": str(tmp_path / "beats")}
+    env.pop("RANK", None)
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
+    assert not (tmp_path / "beats").exists()
+
+
+def test_concurrent_processes_never_interleave_within_a_line(tmp_path):
+    """Four processes printing into one O_APPEND log, as the ranks of an instance do."""
+    log = tmp_path / "host.log"
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "PYTHONUNBUFFERED": "TRUE", "SHIPYARD_LINE_BUFFERED": "1"}
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", f"for i in range(2000): print('line', i, 'of rank {r}')"],
+                                  stdout=fd, stderr=fd, env=env) for r in range(4)]
+        assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
+    finally:
+        os.close(fd)
+    lines = log.read_text().splitlines()
+    for rank in range(4):
+        assert [line for line in lines if line.endswith(f"of rank {rank}")] == [
+            f"line {i} of rank {rank}" for i in range(2000)]
+    assert len(lines) == 8000

@@ -7,6 +7,14 @@ import urllib.request
 import pytest
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh SHIPYARD_HOME: its own store, job directories and default output path."""
+    path = tmp_path / "home"
+    monkeypatch.setenv("SHIPYARD_HOME", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """The endpoint URL of a moto S3 server running for the whole test session."""

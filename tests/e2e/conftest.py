@@ -4,14 +4,6 @@ import pytest
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A fresh SHIPYARD_HOME: its own store, job directories and default output path."""
-    path = tmp_path / "home"
-    monkeypatch.setenv("SHIPYARD_HOME", str(path))
-    return path
-
-
-@pytest.fixture
 def wait_for_line():
     """Wait (at most `timeout` seconds) until a log file contains `text`."""
     import time

@@ -151,7 +151,8 @@ def test_entry_point_types(home, tmp_path, kind):
             __import__("tinylib")
 
 
-def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wait_for_line):
+def _two_running_instances(tmp_path: Path, wait_for_line) -> tuple[TrainingJob, Path, psutil.Process]:
+    """A 2-instance job whose scripts are up and sleeping: (job, algo-2's log, its controller)."""
     source = _source(tmp_path, {"train.py": "import time\nprint('up', flush=True)\ntime.sleep(300)\n"})
     est = _estimator(source, instance_count=2)
     est.fit(wait=False)
@@ -159,7 +160,11 @@ def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wa
     store = Store()
     log = store.log_path(job.name, "algo-2")
     wait_for_line(log, "up")
-    controller = psutil.Process(store.get_job(job.name).controller_pid)
+    return job, log, psutil.Process(store.get_job(job.name).controller_pid)
+
+
+def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wait_for_line):
+    job, log, controller = _two_running_instances(tmp_path, wait_for_line)
     instances = controller.children(recursive=True)
     assert instances
     controller.send_signal(signal.SIGKILL)
@@ -189,14 +194,7 @@ def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path,
 
 
 def test_killed_agent_fails_the_job_naming_the_instance(home, tmp_path, wait_for_line):
-    source = _source(tmp_path, {"train.py": "import time\nprint('up', flush=True)\ntime.sleep(300)\n"})
-    est = _estimator(source, instance_count=2)
-    est.fit(wait=False)
-    job = est.latest_training_job
-    store = Store()
-    log = store.log_path(job.name, "algo-2")
-    wait_for_line(log, "up")
-    controller = psutil.Process(store.get_job(job.name).controller_pid)
+    job, log, controller = _two_running_instances(tmp_path, wait_for_line)
     agents = [p for p in controller.children(recursive=True)
               if "shipyard.runtime.agent" in " ".join(p.cmdline()) and "algo-2" in " ".join(p.cmdline())
               and p.name() != "bwrap"]

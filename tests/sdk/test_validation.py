@@ -12,13 +12,6 @@ from shipyard.store import Store
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    path = tmp_path / "home"
-    monkeypatch.setenv("SHIPYARD_HOME", str(path))
-    return path
-
-
-@pytest.fixture
 def script(tmp_path):
     source = tmp_path / "src"
     source.mkdir()

@@ -200,6 +200,8 @@ class JobController:
             self.store.update_attempt(self.name, self.attempt, restored_checkpoint=event.get("checkpoint") or "")
             self.store.add_event(self.name, "checkpoint", f"restored {event.get('files', 0)} files, "
                                  f"checkpoint {event.get('checkpoint')!r}", host)
+        elif kind == "resume_warning":
+            self.store.add_event(self.name, "warning", event["message"], host)
         elif kind in ("checkpoint_sync_failed", "checkpoint_sync_recovered"):
             level = "warning" if kind.endswith("failed") else "info"
             self.store.add_event(self.name, level, f"{kind.replace('_', ' ')}: {event.get('error', '')}".strip(), host)

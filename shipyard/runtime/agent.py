@@ -38,6 +38,8 @@ _INHERITED_DIST_VARS = (
 )
 
 
+# Optimizer steps after which an unread restored checkpoint is reported.
+RESUME_CHECK_STEPS = 3
 # The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
 FLUSH_SECONDS = 300.0
 
@@ -60,6 +62,9 @@ class Agent:
         self.stopping = False
         self.control = ControlChannel(Path(config.instance_dir) / CONTROL_FILE)
         self.pausing = False
+        self.restored: str | None = None     # the checkpoint restored, when there was one
+        self.read_mark = Path(config.instance_dir) / "checkpoint-read"
+        self.resume_warned = False
 
     # -- output -----------------------------------------------------------------------------
     def say(self, message: str) -> None:
@@ -126,6 +131,8 @@ class Agent:
         sync = CheckpointSync(self.config.checkpoint_dir, self.config.checkpoint_uri,
                               on_event=lambda kind, fields: self.events.emit(kind, **fields))
         report = sync.restore()
+        if report.files:
+            self.restored = report.checkpoint or f"{report.files} files"
         self.events.emit("checkpoint_restored", checkpoint=report.checkpoint, files=report.files,
                          skipped=list(report.skipped_incomplete))
         self.say(f"checkpoints: restored {report.files} files ({report.bytes} bytes) from "
@@ -189,7 +196,7 @@ class Agent:
             argv = plan.argv
             self.events.emit("phase", phase="Training", launcher=launcher.name)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
-            code = self.execute(argv, script_environment(self.config, env, plan.env))
+            code = self.execute(argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
             while self.pausing and not self.stopping:
                 argv, code = self._rejoin(env, launcher, sync, code)
         except StopRequested:
@@ -205,6 +212,7 @@ class Agent:
             code = self._fail(f"Framework Error: {type(exc).__name__}: {exc}")
         else:
             if code == 0:
+                self._check_resumed(finished=True)
                 self.layout.success_file.touch()
             elif not self.stopping and not self.pausing:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
@@ -216,6 +224,7 @@ class Agent:
     def _watch_control(self) -> None:
         """The controller asks this instance to pause when another one is replaced."""
         while not self.stopping:
+            self._check_resumed(finished=False)
             # While paused, _rejoin reads the channel (for "resume"); never consume its command here.
             command = None if self.pausing else self.control.poll()
             if command and command["action"] == "pause":
@@ -243,7 +252,30 @@ class Agent:
         plan = launcher.plan(env, self.config.launch_context())
         self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
         self.events.emit("phase", phase="Training", launcher=launcher.name)
-        return plan.argv, self.execute(plan.argv, script_environment(self.config, env, plan.env))
+        return plan.argv, self.execute(plan.argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
+
+    # -- a restart that ignores its checkpoint ----------------------------------------------------
+    def _with_resume_check(self, env: dict[str, str]) -> dict[str, str]:
+        if self.restored:
+            env = {**env, "SHIPYARD_CHECKPOINT_WATCH": str(self.config.checkpoint_dir),
+                   "SHIPYARD_CHECKPOINT_READ_MARK": str(self.read_mark)}
+        return env
+
+    def _check_resumed(self, finished: bool) -> None:
+        """Warn once when training goes on (or ends) without any process reading the restored checkpoint."""
+        if not self.restored or self.resume_warned or self.read_mark.exists():
+            return
+        if not finished:
+            from shipyard.runtime.heartbeat import read_all
+
+            beats = read_all(self.config.heartbeat_dir) if self.config.heartbeat_dir else []
+            if not any(b.get("steps", 0) >= RESUME_CHECK_STEPS for b in beats):
+                return
+        self.resume_warned = True
+        message = (f"restored checkpoint {self.restored!r}, but no process on {self.config.host} read it "
+                   "before training; the script probably started again from step 0")
+        self.say("WARNING " + message)
+        self.events.emit("resume_warning", message=message)
 
     def _fail(self, message: str) -> int:
         self.say(message.splitlines()[0] if message else "failed")

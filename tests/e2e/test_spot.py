@@ -83,6 +83,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
     assert description["EnableManagedSpotTraining"] is True
     assert 0 < description["BillableTimeInSeconds"] <= description["TrainingTimeInSeconds"]
     assert "ManagedSpotTrainingSavings" in description
+    assert not [w for w in description.get("Warnings", []) if "started again from step 0" in w]
 
 
 def test_waiting_for_capacity_is_bounded_by_max_wait(home, tmp_path):
@@ -169,3 +170,24 @@ def test_script_error_is_not_retried(home, tmp_path):
     with pytest.raises(UnexpectedStatusError, match="ValueError"):
         est.fit(logs=False)
     assert [a["Outcome"] for a in est.latest_training_job.describe()["Attempts"]] == ["Failed"]
+
+
+def test_a_restart_that_ignores_its_checkpoint_is_reported(home, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent("""
+        import signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        for step in range(1, 25):  # never looks at /opt/ml/checkpoints before training
+            with open("/opt/ml/checkpoints/state.txt", "w") as f:
+                f.write(str(step))
+            time.sleep(0.1)
+    """))
+    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600,
+                spot_simulation={"interruptions_at": [1.5]})
+    est.fit(logs=False)
+    description = est.latest_training_job.describe()
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    warnings = [w for w in description["Warnings"] if "started again from step 0" in w]
+    assert warnings == ["restored checkpoint 'state.txt', but no process on algo-1 read it before training; "
+                        "the script probably started again from step 0"]

@@ -54,3 +54,18 @@ def test_concurrent_processes_never_interleave_within_a_line(tmp_path):
         assert [line for line in lines if line.endswith(f"of rank {rank}")] == [
             f"line {i} of rank {rank}" for i in range(2000)]
     assert len(lines) == 8000
+
+
+def test_reading_a_restored_checkpoint_is_marked_writing_is_not(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "model.pt").write_text("weights")
+    mark = tmp_path / "checkpoint-read"
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_CHECKPOINT_WATCH": str(checkpoints),
+           "SHIPYARD_CHECKPOINT_READ_MARK": str(mark)}
+    write = f"open({str(checkpoints / 'new.pt')!r}, 'w').write('x'); open({str(tmp_path / 'other')!r}, 'w')"
+    subprocess.run([sys.executable, "-c", write], env=env, check=True, timeout=60)
+    assert not mark.exists()
+    read = f"import pathlib; pathlib.Path({str(checkpoints / 'model.pt')!r}).read_text()"
+    subprocess.run([sys.executable, "-c", read], env=env, check=True, timeout=60)
+    assert mark.exists()

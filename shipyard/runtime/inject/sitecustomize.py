@@ -4,7 +4,8 @@ changes to the script:
 - writes whole lines: stdout and stderr are line-buffered, so each line reaches the host log (an
   O_APPEND file shared by every process of the instance) in one write and lines of concurrent ranks
   never interleave mid-line (PYTHONUNBUFFERED would split a print into several writes);
-- reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs.
+- reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs;
+- marks the first read of a restored checkpoint (shipyard.runtime.resume_check).
 
 Any other sitecustomize on the path still runs."""
 
@@ -20,6 +21,13 @@ if os.environ.get("SHIPYARD_LINE_BUFFERED"):
             _stream.reconfigure(line_buffering=True, write_through=False)
         except (AttributeError, ValueError):  # replaced or closed streams
             pass
+if os.environ.get("SHIPYARD_CHECKPOINT_WATCH"):
+    try:
+        from shipyard.runtime import resume_check
+
+        resume_check.install()
+    except Exception as exc:
+        print(f"shipyard: checkpoint read check not installed: {exc}", file=sys.stderr)
 if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
     try:
         from shipyard.runtime import heartbeat

@@ -191,3 +191,51 @@ def test_a_restart_that_ignores_its_checkpoint_is_reported(home, tmp_path):
     warnings = [w for w in description["Warnings"] if "started again from step 0" in w]
     assert warnings == ["restored checkpoint 'state.txt', but no process on algo-1 read it before training; "
                         "the script probably started again from step 0"]
+
+
+def test_interruption_during_channel_download(home, tmp_path, s3):
+    bucket = s3.bucket("slow")
+    for i in range(150):
+        s3.put(f"{bucket}/train/part-{i:03d}", b"x" * 1024)
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import os\nn = len(os.listdir('/opt/ml/input/data/train'))\nprint(f'files={n}')\n"
+        "open('/opt/ml/model/files.txt', 'w').write(str(n))\n")
+    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600,
+                spot_simulation={"interruptions_at": [0.3]})
+    est.fit({"train": f"{bucket}/train"}, logs=False)
+    description = est.latest_training_job.describe()
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
+        assert tar.extractfile("files.txt").read() == b"150"  # the new attempt has every object
+
+
+def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(home, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        path = "/opt/ml/checkpoints/big.bin"
+        if os.path.exists(path):
+            data = open(path, "rb").read()
+            print(f"restored {len(data)} bytes, uniform={len(set(data)) == 1}", flush=True)
+            sys.exit(0)
+        open(path, "wb").write(b"a" * 1_000_000)  # a first complete checkpoint
+        time.sleep(3)
+        def on_notice(*_):
+            with open(path, "wb") as f:  # a much larger one, still being written when the SIGKILL comes
+                for _ in range(1000):
+                    f.write(b"b" * 100_000)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_notice)
+        print("first checkpoint written", flush=True)
+        time.sleep(60)
+    """))
+    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600, interruption_notice_seconds=1,
+                spot_simulation={"interruptions_at": [5.0]})
+    est.fit(logs=False)
+    log = Store().log_path(est.latest_training_job.name, "algo-1").read_text()
+    restored = [line for line in log.splitlines() if line.startswith("restored ")]
+    # Whatever was restored is one whole version of the file, never a mix or a truncated upload.
+    assert restored in (["restored 1000000 bytes, uniform=True"], ["restored 100000000 bytes, uniform=True"])

@@ -230,14 +230,11 @@ class EstimatorBase:
             interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
             spot_without_checkpoints=self.spot_without_checkpoints, hang_timeout_seconds=self.hang_timeout_seconds,
         )
-        from shipyard.backends.resources import detect, plan_instances
-        from shipyard.spec.catalog import get_instance_type
-
-        plan_instances(get_instance_type(spec.instance_type), spec.instance_count, detect(), spec.oversubscribe)
         return spec, (entry, source)
 
     def plan(self, inputs: Any = None, job_name: str | None = None) -> list:
-        """What fit() would run on each instance, without running or writing anything."""
+        """What fit() would run on each instance, without running or writing anything. Planning also
+        checks that this machine can provide the instances (CapacityError otherwise)."""
         from shipyard.control.planning import plan_job
 
         store = self._store()

@@ -239,3 +239,36 @@ def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(ho
     restored = [line for line in log.splitlines() if line.startswith("restored ")]
     # Whatever was restored is one whole version of the file, never a mix or a truncated upload.
     assert restored in (["restored 1000000 bytes, uniform=True"], ["restored 100000000 bytes, uniform=True"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs as the checkpoint disk needs root")
+def test_disk_full_while_writing_a_checkpoint(home, tmp_path):
+    """The script's checkpoint write fails with ENOSPC: the job fails with that error named, and the
+    last complete checkpoint is still what the checkpoint URI holds."""
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        source = tmp_path / "src"
+        source.mkdir()
+        (source / "train.py").write_text(textwrap.dedent(f"""
+            import os, time
+            path = {str(disk / 'model.bin')!r}
+            open(path, "wb").write(b"a" * 1_000_000)   # fits
+            time.sleep(2.5)                             # synced
+            with open(path + ".tmp", "wb") as f:        # the next one does not fit
+                f.write(b"b" * 3_000_000)
+            os.replace(path + ".tmp", path)
+        """))
+        est = Estimator(entry_point="train.py", source_dir=str(source), stop_grace_seconds=5,
+                        checkpoint_s3_uri=f"file://{tmp_path / 'ckpt'}", checkpoint_local_path=str(disk))
+        from shipyard.errors import UnexpectedStatusError
+
+        with pytest.raises(UnexpectedStatusError, match="No space left on device"):
+            est.fit(logs=False)
+        # The complete checkpoint survived; the failed write only ever existed under its temporary name.
+        assert (tmp_path / "ckpt" / "model.bin").read_bytes() == b"a" * 1_000_000
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

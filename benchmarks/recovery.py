@@ -7,7 +7,8 @@
    instance is replaced, and (b) taking algo-2 only, so algo-1 keeps its instance and rejoins. Recovery
    = from the interruption request to the first training step after it (the script prints a timestamp
    per step). Steps lost = the last step before the interruption minus the step the job resumed from
-   (the script checkpoints every 20 steps and on the notice, so with the notice nothing is lost).
+   (the script checkpoints every 20 steps and on the notice, so with the notice nothing is lost; a third
+   variant does not checkpoint on the notice, losing the steps since its last periodic checkpoint).
 2. Checkpoint sync cost: the same job's mean step time with and without `checkpoint_s3_uri` (the
    script writes a 4 MB checkpoint every 20 steps either way; with it, shipyard syncs continuously).
 """
@@ -46,7 +47,8 @@ SCRIPT = textwrap.dedent('''
             torch.save({"model": model.module.state_dict(), "step": step}, path + ".tmp")
             os.replace(path + ".tmp", path)
     def on_notice(*_):
-        save()
+        if os.environ.get("SAVE_ON_NOTICE") == "1":
+            save()
         sys.exit(0)
     signal.signal(signal.SIGTERM, on_notice)
     while step < int(os.environ.get("STEPS", "200")):
@@ -61,7 +63,7 @@ STEP = re.compile(r"^STEP step=(\d+) ts=([0-9.]+)$")
 RESUMED = re.compile(r"^RESUMED step=(\d+) ts=([0-9.]+)$")
 
 
-def make_job(work: Path, steps: int, checkpoints: bool, spot: bool):
+def make_job(work: Path, steps: int, checkpoints: bool, spot: bool, save_on_notice: bool = True):
     from shipyard.pytorch import PyTorch
 
     source = work / "src"
@@ -78,7 +80,8 @@ def make_job(work: Path, steps: int, checkpoints: bool, spot: bool):
     elif spot:
         kwargs["spot_without_checkpoints"] = True
     est = PyTorch(entry_point="train.py", source_dir=str(source), instance_count=2, stop_grace_seconds=10,
-                  distribution={"torch_distributed": {"enabled": True}}, environment={"STEPS": str(steps)},
+                  distribution={"torch_distributed": {"enabled": True}},
+                  environment={"STEPS": str(steps), "SAVE_ON_NOTICE": "1" if save_on_notice else "0"},
                   **kwargs)
     return est, {"train": f"file://{data}"}
 
@@ -88,10 +91,10 @@ def log_lines(store, name: str, host: str = "algo-1") -> list[str]:
     return path.read_text(errors="replace").splitlines() if path.exists() else []
 
 
-def recovery_run(work: Path, host: str | None) -> dict:
+def recovery_run(work: Path, host: str | None, save_on_notice: bool = True) -> dict:
     from shipyard.store import Store
 
-    est, inputs = make_job(work, steps=200, checkpoints=True, spot=True)
+    est, inputs = make_job(work, steps=200, checkpoints=True, spot=True, save_on_notice=save_on_notice)
     est.fit(inputs, wait=False)
     name, store = est.latest_training_job.name, Store()
     while not any(STEP.match(line) and int(STEP.match(line)[1]) >= 30 for line in log_lines(store, name)):
@@ -129,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="shipyard-recovery-") as tmp:
         os.environ["SHIPYARD_HOME"] = str(Path(tmp) / "home")
         work = Path(tmp)
-        results = {"whole": [], "lost_only": [], "step_plain": [], "step_sync": []}
+        results = {"whole": [], "lost_only": [], "no_notice_save": [], "step_plain": [], "step_sync": []}
         for i in range(args.repeat):
             for kind, host in (("whole", None), ("lost_only", "algo-2"))[:: 1 if i % 2 == 0 else -1]:
                 results[kind].append(recovery_run(work, host))
                 print(f"run {i + 1} {kind:9s} {results[kind][-1]}", flush=True)
+            results["no_notice_save"].append(recovery_run(work, "algo-2", save_on_notice=False))
+            print(f"run {i + 1} no notice checkpoint {results['no_notice_save'][-1]}", flush=True)
             for kind, sync in (("step_plain", False), ("step_sync", True))[:: 1 if i % 2 == 0 else -1]:
                 results[kind].append(step_time_run(work, sync))
                 print(f"run {i + 1} {kind:10s} mean step {results[kind][-1] * 1000:.2f} ms", flush=True)
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "recovery_lost_only_s": med(r["recovery_s"] for r in results["lost_only"]),
         "steps_lost_whole": max(r["steps_lost"] for r in results["whole"]),
         "steps_lost_lost_only": max(r["steps_lost"] for r in results["lost_only"]),
+        "steps_lost_without_notice_checkpoint": med(r["steps_lost"] for r in results["no_notice_save"]),
         "step_ms_plain": med(results["step_plain"]) * 1000,
         "step_ms_with_sync": med(results["step_sync"]) * 1000,
     }
@@ -150,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nmedian of {args.repeat}, 2 instances x 1 process, {os.cpu_count()} CPUs")
     print(f"recovery, whole job replaced       {summary['recovery_whole_s']:7.2f} s   steps lost {summary['steps_lost_whole']}")
     print(f"recovery, lost instance replaced   {summary['recovery_lost_only_s']:7.2f} s   steps lost {summary['steps_lost_lost_only']}")
+    print(f"steps lost, no checkpoint on the notice (median; checkpoints every 20 steps) "
+          f"{summary['steps_lost_without_notice_checkpoint']}")
     print(f"mean step, no checkpoint sync      {summary['step_ms_plain']:7.2f} ms")
     print(f"mean step, continuous sync         {summary['step_ms_with_sync']:7.2f} ms   ({summary['sync_slowdown_pct']:+.1f}%)")
     if args.json:

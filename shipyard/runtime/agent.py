@@ -192,11 +192,8 @@ class Agent:
             sync = self.start_checkpoints()
             self.install(sys.executable)
             launcher = launchers.select(env)
-            plan = launcher.plan(env, self.config.launch_context())
-            argv = plan.argv
-            self.events.emit("phase", phase="Training", launcher=launcher.name)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
-            code = self.execute(argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
+            argv, code = self._launch(env, launcher)
             while self.pausing and not self.stopping:
                 argv, code = self._rejoin(env, launcher, sync, code)
         except StopRequested:
@@ -249,8 +246,12 @@ class Agent:
             return [], 143
         self.pausing = False
         self.config = dataclasses.replace(self.config, master_port=command["master_port"])
-        plan = launcher.plan(env, self.config.launch_context())
         self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
+        return self._launch(env, launcher)
+
+    def _launch(self, env: TrainingEnvironment, launcher) -> tuple[list[str], int]:
+        """Run the launcher's command for this instance; returns it and its exit code."""
+        plan = launcher.plan(env, self.config.launch_context())
         self.events.emit("phase", phase="Training", launcher=launcher.name)
         return plan.argv, self.execute(plan.argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
 

@@ -298,7 +298,7 @@ class EstimatorBase:
             spot_without_checkpoints=spec.spot_without_checkpoints, hang_timeout_seconds=spec.hang_timeout_seconds,
             spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
         )
-        distribution = _distribution_from(framework)
+        distribution = dist.from_hyperparameters(framework)
         if distribution:
             kwargs["distribution"] = distribution
         estimator = cls.__new__(cls)
@@ -322,18 +322,6 @@ class EstimatorBase:
         self.distribution = args.get("distribution")
         self._enabled_distribution = dist.normalize(self.distribution)
         self.input_mode = "File"
-
-
-def _distribution_from(framework: dict[str, Any]) -> dict[str, Any]:
-    flags = {value: key for key, value in dist._FLAGS.items()}
-    distribution = {}
-    for flag, key in flags.items():
-        if framework.get(flag):
-            options: dict[str, Any] = {"enabled": True}
-            if "sagemaker_mpi_num_of_processes_per_host" in framework and key != "pytorchxla":
-                options["processes_per_host"] = framework["sagemaker_mpi_num_of_processes_per_host"]
-            distribution[key] = options
-    return distribution
 
 
 def _pydantic(model: type, field: str, **values: Any):

@@ -77,3 +77,15 @@ def to_hyperparameters(enabled: dict[str, dict[str, Any]], instance_type: str) -
             # The toolkit reads this one key for every runner's processes per host.
             hps["sagemaker_mpi_num_of_processes_per_host"] = options["processes_per_host"]
     return hps
+
+
+def from_hyperparameters(framework: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The inverse of to_hyperparameters for the launcher flags (what `attach` rebuilds)."""
+    distribution = {}
+    for key, flag in _FLAGS.items():
+        if framework.get(flag):
+            options: dict[str, Any] = {"enabled": True}
+            if "sagemaker_mpi_num_of_processes_per_host" in framework and key != "pytorchxla":
+                options["processes_per_host"] = framework["sagemaker_mpi_num_of_processes_per_host"]
+            distribution[key] = options
+    return distribution

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages shipyard needs at run and test time (add openmpi-bin, chromium here when they land).
-APT_PACKAGES="bubblewrap"
+# Debian packages shipyard needs at run and test time: instance sandboxes, and OpenMPI for the `mpi`
+# strategy (the headers let pip build mpi4py where no wheel fits).
+APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev"
 VENV=.venv
 STAMP_DIR="$VENV/.shipyard-setup"
 

@@ -37,8 +37,9 @@ class JobController:
     the attempt and, capacity and `max_wait` permitting, starts the next with fresh instances whose
     checkpoints are restored from `checkpoint_s3_uri`."""
 
-    def __init__(self, home: Path, name: str) -> None:
+    def __init__(self, home: Path, name: str, continuing: bool = False) -> None:
         self.home, self.name = home, name
+        self.continuing = continuing   # a new controller taking over a job whose controller died
         self.job_dir = home / "jobs" / name
         self.store = None
         self.instances: list = []
@@ -50,8 +51,12 @@ class JobController:
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
-            self._open_store()
+            if self.continuing:
+                self._open_store()
+                self._start_instances(self._take_over())
+            else:
+                self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
+                self._open_store()
             self._run()
         except Exception as exc:
             self._open_store()
@@ -83,16 +88,29 @@ class JobController:
             self.store = Store(self.home)
             self.spec = self.store.get_job(self.name).spec
 
+    def _take_over(self) -> dict:
+        """Continue a job whose controller died: its instances died with it, so the next attempt starts
+        fresh instances that restore the checkpoints; time already run still counts against max_run."""
+        attempts = self.store.attempts(self.name)
+        self.attempt = len(attempts) + 1
+        self.run_seconds = sum(a["end_time"] - a["start_time"] for a in attempts if a["end_time"])
+        return self._plan_attempt()[0]
+
     def _run(self) -> None:
         from shipyard.control.metrics import LogScraper, unmatched_report
         from shipyard.control.spot import SpotSimulator
 
-        self.store.update_job(self.name, training_start_time=self.started_at)
+        record = self.store.get_job(self.name)
+        self.first_started_at = record.training_start_time or self.started_at
+        if record.training_start_time is None:
+            self.store.update_job(self.name, training_start_time=self.started_at)
         self.spot = SpotSimulator(self.spec)
+        # A controller that takes over reads the logs from where they end: the lines before were scraped
+        # by its predecessor (all but what it printed in its last poll interval).
         self.scrapers = [
-            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions) for i in self.instances
+            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions, from_end=self.continuing)
+            for i in self.instances
         ]
-        self.first_started_at = self.started_at
         while True:
             self._attempt_started()
             outcome = self._monitor()
@@ -171,9 +189,15 @@ class JobController:
         return find_hang(beats, time.time(), self.spec.hang_timeout_seconds)
 
     def _failure(self, host: str) -> tuple[str, str]:
-        reason = self._failure_reason(host)
+        from shipyard.control.retries import may_retry
+
+        instance = next(i for i in self.instances if i.host == host)
+        lost = getattr(instance, "lost_reason", None)   # a backend whose instance can vanish with its node
+        if lost and self.spec.use_spot_instances:
+            return "interrupted", host
+        reason = f"InternalServerError: {host}: {lost}" if lost else self._failure_reason(host)
         platform = reason.startswith("InternalServerError")
-        if platform and self.attempt <= self.spec.max_retry_attempts:
+        if platform and may_retry(self.store, self.name, self.spec.max_retry_attempts):
             return "retry", reason
         return "failed", reason
 
@@ -234,10 +258,11 @@ class JobController:
             message = (f"Replacing {detail}; the other instances rejoin" if keep
                        else "Restarting after a spot interruption")
         else:
+            from shipyard.control.retries import record_retry
+
             self._shutdown(FAILURE_GRACE_SECONDS)
             self._end_attempt("Failed", detail)
-            message = f"Retrying after a platform failure (attempt {self.attempt + 1} of " \
-                      f"{self.spec.max_retry_attempts + 1})"
+            message = record_retry(self.store, self.name, detail)
         self.store.transition(self.name, "InProgress", "Starting", message)
         self.attempt += 1
         plan, port = self._plan_attempt(keep)
@@ -366,15 +391,16 @@ class JobController:
         self.store.update_job(self.name, **uploaded)
 
 
-def spawn(store, name: str) -> int:
+def spawn(store, name: str, continuing: bool = False) -> int:
     """Start the job's controller as a detached process (its own session, no terminal), record its
-    pid, and return it. Its own output goes to the job's controller.log."""
+    pid, and return it. Its own output goes to the job's controller.log. `continuing`: take over a
+    job whose controller died (control/reconcile.py)."""
     job_dir = store.job_dir(name)
     job_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SHIPYARD_HOME": str(store.home)}
     with open(job_dir / "controller.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "shipyard.control.controller", name],
+            [sys.executable, "-m", "shipyard.control.controller", name, *(["--continue"] if continuing else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
             close_fds=True,
         )
@@ -388,10 +414,12 @@ def spawn(store, name: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    continuing = "--continue" in args
+    args = [a for a in args if a != "--continue"]
     if len(args) != 1:
-        print("usage: python -m shipyard.control.controller JOB", file=sys.stderr)
+        print("usage: python -m shipyard.control.controller JOB [--continue]", file=sys.stderr)
         return 2
-    JobController(shipyard_home(), args[0]).run()
+    JobController(shipyard_home(), args[0], continuing).run()
     return 0
 
 

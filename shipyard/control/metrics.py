@@ -13,8 +13,8 @@ from shipyard.spec.job import MetricDefinition
 
 
 class LogScraper:
-    def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...]) -> None:
-        self.host, self.tail = host, FileTail(path)
+    def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...], from_end: bool = False) -> None:
+        self.host, self.tail = host, FileTail(path, from_end=from_end)
         self.patterns = [(d.name, re.compile(d.regex)) for d in definitions]
         self.matched: set[str] = set()
         self.unparsable: dict[str, str] = {}

@@ -1,9 +1,19 @@
 """Noticing a controller that died: a job whose controller process is gone but whose record still says
-InProgress is not in a true state. Any command that reads the job reconciles it first."""
+InProgress is not in a true state. Any command that reads the job reconciles it first.
+
+A dead controller took its instances with it (their sandboxes die with their parent), so nothing is left
+running. It is a platform failure: the attempt it was running ends Failed, and the job continues with a
+new controller and a new attempt that restores the checkpoints when `max_retry_attempts` has a retry
+left; otherwise the job ends Failed, naming the controller. One process decides (a lock per job), so
+two commands that notice at once never start two controllers."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 
@@ -26,16 +36,52 @@ def controller_alive(record: JobRecord) -> bool:
         return False
 
 
+@contextmanager
+def _decider(job_dir: Path):
+    """Yields whether this process holds the job's reconcile lock (another one may be deciding)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(job_dir / "reconcile.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def reconcile(store: Store, name: str) -> JobRecord:
     record = store.get_job(name)
     if record.terminal or controller_alive(record):
         return record
-    # The controller may have finished between the read and the check.
-    record = store.get_job(name)
-    if record.terminal:
-        return record
+    with _decider(store.job_dir(name)) as deciding:
+        # Re-read under the lock: the controller may have finished, or another process taken over.
+        record = store.get_job(name)
+        if deciding and not record.terminal and not controller_alive(record):
+            _take_over(store, record)
+    return store.get_job(name)
+
+
+def _take_over(store: Store, record: JobRecord) -> None:
+    from shipyard.control.controller import spawn
+    from shipyard.control.retries import may_retry, record_retry
+
+    name = record.name
     reason = (f"InternalServerError: the job's controller (pid {record.controller_pid}) stopped while the job "
               f"was {record.secondary_status}; its log is {store.job_dir(name) / 'controller.log'}")
-    store.update_job(name, failure_reason=reason)
-    store.transition(name, "Failed", "Failed", reason)
-    return store.get_job(name)
+    attempts = store.attempts(name)
+    if attempts and attempts[-1]["end_time"] is None:
+        store.update_attempt(name, attempts[-1]["number"], end_time=time.time(), outcome="Failed", reason=reason)
+    if store.stop_requested(name):  # what the user asked for has happened: nothing runs any more
+        store.add_event(name, "warning", reason)
+        store.update_job(name, training_end_time=time.time())
+        store.transition(name, "Stopped", "Stopped", "Stop requested; " + reason.split(": ", 1)[1])
+    elif may_retry(store, name, record.spec.max_retry_attempts):
+        store.add_event(name, "warning", reason)
+        store.transition(name, "InProgress", "Starting", record_retry(store, name, reason))
+        spawn(store, name, continuing=True)
+    else:
+        store.update_job(name, failure_reason=reason, training_end_time=time.time())
+        store.transition(name, "Failed", "Failed", reason)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 
 class FileTail:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, from_end: bool = False) -> None:
         self.path, self.offset = Path(path), 0
+        if from_end:
+            self.offset = _end_of_last_line(self.path)
 
     def read(self, final: bool = False) -> list[str]:
         try:
@@ -21,3 +23,15 @@ class FileTail:
         end = len(data) if final else data.rfind(b"\n") + 1
         self.offset += end
         return data[:end].decode(errors="replace").splitlines()
+
+
+def _end_of_last_line(path: Path, window: int = 1 << 16) -> int:
+    """The offset just after the file's last complete line (a line being written is read later)."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            start = max(0, size - window)
+            f.seek(start)
+            return start + f.read().rfind(b"\n") + 1
+    except FileNotFoundError:
+        return 0

@@ -173,7 +173,8 @@ def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wa
     assert not [p for p in instances if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     description = job.describe()
     assert description["TrainingJobStatus"] == "Failed"
-    assert "controller" in description["FailureReason"]
+    assert f"controller (pid {controller.pid}) stopped" in description["FailureReason"]
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Failed"]  # no retries asked for
     assert "up" in log.read_text()  # logs survive
 
 

@@ -39,16 +39,17 @@ STEPPER = """
         step += 1
         print(f"step={step}", flush=True)
         time.sleep(0.1)
-        if step % 5 == 0:
+        if step % EVERY == 0:
             save()
     open("/opt/ml/model/final-" + os.environ["SM_CURRENT_HOST"] + ".txt", "w").write(str(step))
 """
 
 
-def _source(tmp_path: Path, total: int) -> Path:
+def _source(tmp_path: Path, total: int, every: int = 5) -> Path:
+    """A script of `total` 0.1 s steps that checkpoints every `every` steps and on the notice."""
     source = tmp_path / "src"
     source.mkdir()
-    (source / "train.py").write_text(textwrap.dedent(STEPPER).replace("TOTAL", str(total)))
+    (source / "train.py").write_text(textwrap.dedent(STEPPER).replace("TOTAL", str(total)).replace("EVERY", str(every)))
     return source
 
 
@@ -272,3 +273,47 @@ def test_disk_full_while_writing_a_checkpoint(home, tmp_path):
         assert (tmp_path / "ckpt" / "model.bin").read_bytes() == b"a" * 1_000_000
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def _steps(log: str, prefix: str) -> list[int]:
+    return [int(line.split("=" if prefix == "step=" else " ")[-1]) for line in log.splitlines()
+            if line.startswith(prefix)]
+
+
+def test_killed_controller_is_taken_over_and_the_job_resumes(home, tmp_path, wait_for_line):
+    """kill -9 of the controller is a platform failure: the next command that reads the job starts a new
+    controller, whose attempt restores the checkpoint; the dead one's instances are gone, nothing lost."""
+    import psutil
+
+    est = Estimator(entry_point="train.py", source_dir=str(_source(tmp_path, total=70, every=20)), instance_count=2,
+                    max_retry_attempts=1, stop_grace_seconds=5, checkpoint_s3_uri=f"file://{tmp_path / 'ckpt'}")
+    est.fit(wait=False)
+    job = est.latest_training_job
+    store = Store()
+    log = store.log_path(job.name, "algo-1")
+    wait_for_line(log, "step=45")
+    controller = psutil.Process(store.get_job(job.name).controller_pid)
+    first_instances = controller.children(recursive=True)
+    controller.kill()
+    controller.wait(10)
+    psutil.wait_procs(first_instances, timeout=20)
+    assert not [p for p in first_instances if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    before = log.read_text()
+    description = job.wait(logs=False)  # reading the job notices the dead controller and continues it
+    assert description["TrainingJobStatus"] == "Completed"
+    attempts = description["Attempts"]
+    assert [a["Outcome"] for a in attempts] == ["Failed", "Completed"]
+    assert "controller" in attempts[0]["Reason"] and attempts[1]["RestoredCheckpoint"]
+    statuses = [(t["Status"], t["StatusMessage"]) for t in description["SecondaryStatusTransitions"]]
+    assert ("Starting", "Retrying after a platform failure (retry 1 of 1)") in statuses
+    assert store.get_job(job.name).controller_pid != controller.pid
+    # Steps lost: at most the script's checkpoint interval (20 steps) plus the sync's latency: a file is
+    # uploaded once two scans a second apart see it unchanged (at most 2 s, 20 steps).
+    log_after = log.read_text()
+    assert log_after.startswith(before)  # the first attempt's lines are all still there
+    resumed = _steps(log_after, "resumed from step")
+    assert len(resumed) == 1 and resumed[0] % 20 == 0
+    assert 0 < max(_steps(before, "step=")) - resumed[0] <= 40
+    with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
+        assert sorted(tar.getnames()) == ["final-algo-1.txt", "final-algo-2.txt"]
+

@@ -226,6 +226,9 @@ class JobController:
                                  f"checkpoint {event.get('checkpoint')!r}", host)
         elif kind == "resume_warning":
             self.store.add_event(self.name, "warning", event["message"], host)
+        elif kind == "checkpoint_flushed" and not event.get("complete"):
+            self.store.add_event(self.name, "warning", "checkpoints: the final sync did not upload everything to "
+                                 f"{self.spec.checkpoint_s3_uri}; see this host's log", host)
         elif kind in ("checkpoint_sync_failed", "checkpoint_sync_recovered"):
             level = "warning" if kind.endswith("failed") else "info"
             self.store.add_event(self.name, level, f"{kind.replace('_', ' ')}: {event.get('error', '')}".strip(), host)

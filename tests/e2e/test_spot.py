@@ -317,3 +317,117 @@ def test_killed_controller_is_taken_over_and_the_job_resumes(home, tmp_path, wai
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert sorted(tar.getnames()) == ["final-algo-1.txt", "final-algo-2.txt"]
 
+
+
+class Outage:
+    """A TCP forwarder in front of the S3 server that can refuse connections for a while: the job's
+    processes keep one endpoint address, which goes dark and comes back."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+
+        self.target = target.removeprefix("http://").split(":")
+        self.target = (self.target[0], int(self.target[1]))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.conns: list = []
+        self.up()
+
+    def up(self) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def down(self) -> None:
+        """Connections are refused from now on, and open ones are cut."""
+        self.listener.close()
+        for conn in self.conns:
+            conn.close()
+        self.conns.clear()
+
+    def _accept(self, listener) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            self.conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, dest) -> None:
+        try:
+            while data := source.recv(65536):
+                dest.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, dest):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+
+def test_checkpoint_endpoint_down_for_a_while_then_back(home, tmp_path, s3, s3_server, monkeypatch, wait_for_line):
+    """S3 refuses connections mid-job: the user sees the sync failing, then recovering; training goes
+    on, and every checkpoint written during the outage reaches S3 without waiting for the job's end."""
+    bucket = s3.bucket("ckpts")
+    outage = Outage(s3_server)
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", outage.endpoint)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent("""
+        import os, time
+        step = 0
+        while not os.path.exists(os.environ["STOP_FILE"]):
+            step += 1
+            if step % 10 == 0:
+                open(f"/opt/ml/checkpoints/ckpt-{step:04d}.txt", "w").write(str(step))
+                print(f"checkpoint {step}", flush=True)
+            time.sleep(0.1)
+    """))
+    stop_file = tmp_path / "stop"
+    est = Estimator(entry_point="train.py", source_dir=str(source), checkpoint_s3_uri=f"{bucket}/job",
+                    environment={"STOP_FILE": str(stop_file)}, stop_grace_seconds=5)
+    est.fit(wait=False)
+    job = est.latest_training_job
+    store = Store()
+    log = store.log_path(job.name, "algo-1")
+    wait_for_line(log, "checkpoint 20")
+
+    def remote() -> set[str]:
+        return {o["Key"] for o in s3.client.list_objects_v2(Bucket="ckpts").get("Contents", [])}
+
+    def wait_for_remote(keys: set[str], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not keys <= remote() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    wait_for_remote({"job/ckpt-0020.txt"})
+    outage.down()
+    wait_for_line(log, "checkpoint 110", timeout=90)
+    failed = [e for e in store.events(job.name, kind="warning") if "checkpoint sync failed" in e["message"]]
+    assert failed and failed[0]["host"] == "algo-1"
+    assert "ckpt-0110.txt" not in {k.rsplit("/", 1)[-1] for k in remote()}
+    outage.up()
+    written = {f"job/ckpt-{s:04d}.txt" for s in range(10, 111, 10)}
+    wait_for_remote(written)
+    assert written <= remote()
+    assert [e for e in store.events(job.name) if "checkpoint sync recovered" in e["message"]]
+    assert not store.get_job(job.name).terminal  # recovered while training, not by the final flush
+    stop_file.touch()
+    description = job.wait(logs=False)
+    assert description["TrainingJobStatus"] == "Completed"
+    steps = [int(line.split()[-1]) for line in log.read_text().splitlines() if line.startswith("checkpoint ")]
+    assert remote() == {f"job/ckpt-{s:04d}.txt" for s in steps}  # no checkpoint was lost

@@ -9,3 +9,33 @@ from pathlib import Path
 def shipyard_home() -> Path:
     """SHIPYARD_HOME (default ~/.shipyard): the store, job directories and the user's instance catalog."""
     return Path(os.environ.get("SHIPYARD_HOME") or Path.home() / ".shipyard").expanduser()
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def default_backend() -> str:
+    """SHIPYARD_BACKEND (default local): where instances run when a job does not say (`backend=`)."""
+    return os.environ.get("SHIPYARD_BACKEND") or "local"
+
+
+def ray_address() -> str:
+    """The Ray cluster to run on: SHIPYARD_RAY_ADDRESS, else RAY_ADDRESS, else "auto" (a cluster started
+    on this machine with `ray start --head`)."""
+    return os.environ.get("SHIPYARD_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS") or "auto"
+
+
+def ray_pack() -> bool:
+    """SHIPYARD_RAY_PACK=1: let instances share a node when the cluster has fewer nodes than instances."""
+    return _flag("SHIPYARD_RAY_PACK")
+
+
+def ray_shared_storage() -> bool:
+    """SHIPYARD_RAY_SHARED_STORAGE=1: the user says file:// paths are on storage every Ray node mounts."""
+    return _flag("SHIPYARD_RAY_SHARED_STORAGE")
+
+
+def ray_node_dir() -> str:
+    """SHIPYARD_RAY_NODE_DIR (default /tmp/shipyard-ray): where instances keep their files on a Ray node."""
+    return os.environ.get("SHIPYARD_RAY_NODE_DIR") or "/tmp/shipyard-ray"

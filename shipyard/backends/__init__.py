@@ -7,6 +7,7 @@ import importlib
 
 REGISTRY: dict[str, str] = {
     "local": "shipyard.backends.local:LocalBackend",
+    "ray": "shipyard.backends.ray:RayBackend",
 }
 
 

@@ -256,6 +256,7 @@ class RunOptions:
     max_wait: int | None = None
     checkpoint_s3_uri: str | None = None
     max_retry_attempts: int | None = None
+    backend: str | None = None
 
 
 def build_request(target: str, options: RunOptions) -> JobRequest:
@@ -274,7 +275,7 @@ def build_request(target: str, options: RunOptions) -> JobRequest:
         "oversubscribe": options.oversubscribe, "stop_grace_seconds": options.stop_grace_seconds,
         "use_spot_instances": options.use_spot_instances, "max_wait": options.max_wait,
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
-        "max_retry_attempts": options.max_retry_attempts,
+        "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
     }
     args.update({k: v for k, v in scalars.items() if v is not None})
     if options.hyperparameters:

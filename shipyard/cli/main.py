@@ -106,6 +106,7 @@ Examples:
 @click.option("--max-wait", type=int, help="Spot: seconds of waiting for capacity plus running.")
 @click.option("--checkpoint-s3-uri", help="Where /opt/ml/checkpoints is restored from and synced to.")
 @click.option("--max-retry-attempts", type=int, help="Restarts after platform failures (not script errors).")
+@click.option("--backend", help="Where instances run: local (default, or SHIPYARD_BACKEND) or ray (docs/ray.md).")
 @click.option("--detach", is_flag=True, help="Print the job name and return; the job keeps running.")
 @click.option("--dry-run", is_flag=True, help="Print what each instance would run; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")

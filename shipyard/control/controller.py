@@ -80,6 +80,7 @@ class JobController:
         self.exit_codes: dict[str, int] = {}
         self.exit_order: list[str] = []
         self.phases: dict[str, str] = {}
+        self.waiting: str | None = None
 
     def _open_store(self) -> None:
         if self.store is None:
@@ -130,7 +131,8 @@ class JobController:
 
         self.attempt = self.store.start_attempt(self.name, self.started_at)
         self.store.add_event(self.name, "info", f"attempt {self.attempt}: started {len(self.instances)} instance(s): "
-                             + ", ".join(f"{i.host} (pid {i.process.pid})" for i in self.instances))
+                             + ", ".join(f"{i.host} ({i.location})" if hasattr(i, "location")
+                                         else f"{i.host} (pid {i.process.pid})" for i in self.instances))
         problem = self.instances[0].plan.sandbox_problem
         if problem and self.attempt == 1:
             self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
@@ -150,6 +152,8 @@ class JobController:
                 for event in reader.read():
                     self._on_event(host, event)
             self._scrape()
+            if self._waiting_for_capacity():
+                started = time.monotonic()  # max_run counts from when the instances have somewhere to run
             for instance in self.instances:
                 code = instance.poll()
                 if code is not None and instance.host not in self.exit_codes:
@@ -175,6 +179,17 @@ class JobController:
                 host = requested if requested not in (None, "*") else None
                 return "interrupted", host
             time.sleep(POLL_SECONDS)
+
+    def _waiting_for_capacity(self) -> str | None:
+        """Instances of a backend that queues them (ray) say why they wait; shown as Pending."""
+        waiting = next((w for i in self.instances if (w := getattr(i, "waiting_for", None))), None)
+        if waiting != self.waiting:
+            self.waiting = waiting
+            if waiting:
+                self.store.transition(self.name, "InProgress", "Pending", waiting)
+            else:
+                self.store.transition(self.name, "InProgress", "Starting", "Capacity found: starting the instances")
+        return waiting
 
     def _hang(self, elapsed: float) -> str | None:
         """Heartbeats are read every couple of seconds, not every poll."""

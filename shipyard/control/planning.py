@@ -37,10 +37,12 @@ def plan_job(
     spec: JobSpec, job_dir: Path, machine: MachineResources | None = None, master_port: int | None = None,
     attempt: int = 1,
 ) -> list[InstanceLaunch]:
-    resources = plan_instances(
+    backend = get_backend(spec.backend, job_dir=job_dir)
+    # A backend that places instances on other machines (ray) sizes them itself; this machine is irrelevant.
+    sized = getattr(backend, "instance_resources", None)
+    resources = sized(spec) if sized else plan_instances(
         get_instance_type(spec.instance_type), spec.instance_count, machine or detect(), spec.oversubscribe
     )
-    backend = get_backend(spec.backend, job_dir=job_dir)
     launches = []
     for plan in backend.plan(spec, resources, master_port or free_port(), attempt):
         env = plan.config.training_environment()

@@ -53,7 +53,9 @@ class EstimatorBase:
         self.tags = list(args.get("tags") or [])
         self.oversubscribe = bool(args.get("oversubscribe", False))
         self.stop_grace_seconds = args.get("stop_grace_seconds", 120.0)
-        self.backend = args.get("backend", "local")
+        from shipyard.settings import default_backend
+
+        self.backend = args.get("backend") or default_backend()
         self.use_spot_instances = bool(args.get("use_spot_instances", False))
         self.max_wait = args.get("max_wait")
         self.checkpoint_s3_uri = args.get("checkpoint_s3_uri")

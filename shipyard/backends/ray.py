@@ -1,0 +1,399 @@
+"""Instances on a Ray cluster: each instance is a Ray actor on its own node running the same instance
+agent as the local backend (`backends/ray_actor.py`), the instances of one start placed together by a
+placement group (`backends/ray_placement.py`: the resource mapping and the strategy).
+
+Nothing is assumed shared between the controller's machine and the nodes: the agent keeps its files on
+its node and the controller keeps a copy of the host log, events and heartbeats at the paths it reads,
+pulled while the instance runs; the model and output directories are fetched from the node when the
+agent exits and merged by the controller as for local jobs (`backends/ray_streams.py`). The job's code,
+channels and checkpoints are read by the nodes themselves, so those URIs must be reachable from every
+node: `file://` ones are refused unless SHIPYARD_RAY_SHARED_STORAGE=1 says they are on shared storage.
+
+A job that needs more than the cluster has is not an error: its instances wait (`waiting_for`, shown as
+the Pending status) until the placement group is placed or the job is stopped."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from shipyard import settings
+from shipyard.backends import ray_placement
+from shipyard.backends.local import InstancePlan as NodePlan
+from shipyard.backends.local import LocalBackend
+from shipyard.backends.ray_streams import Mirror
+from shipyard.errors import ValidationError
+from shipyard.runtime.config import AgentConfig
+
+if TYPE_CHECKING:
+    from shipyard.spec.job import JobSpec
+
+PULL_SECONDS = 0.2          # how often a running instance's new log lines and events are fetched
+CALL_TIMEOUT_SECONDS = 60.0  # a node that does not answer a call in this long is treated as unreachable
+WAIT_POLL_SECONDS = 1.0      # how often a waiting placement group is checked (and its message renewed)
+LOST_EXIT_CODE = 137         # what poll() says for an instance whose node or actor died
+# What the agent on a node gets of the controller's environment: storage endpoints and credentials.
+FORWARDED_ENV_PREFIXES = ("SHIPYARD_", "AWS_")
+
+
+@dataclass(frozen=True)
+class RayInstancePlan:
+    """One instance: `node` is exactly what its actor runs on the node (the local backend's plan with
+    paths under the node's directory; `host_addresses` become the nodes' addresses once placed), `config`
+    the same agent configuration with the controller's paths, where the streams are copied to."""
+
+    host: str
+    node: NodePlan
+    config: AgentConfig
+    instance_dir: Path
+    bundle: dict[str, float]
+    strategy: str
+    address: str
+    cpus_from_node: bool       # an unsized type reports the node's CPUs (SM_NUM_CPUS), as locally
+
+    @property
+    def argv(self) -> list[str]:
+        return self.node.argv
+
+    @property
+    def sandbox_problem(self) -> str | None:
+        return self.node.sandbox_problem
+
+    @property
+    def ml_dir(self) -> Path:
+        return self.instance_dir / "ml"
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, "node": self.node.to_dict(), "config": dataclasses.asdict(self.config),
+                "instance_dir": str(self.instance_dir), "bundle": self.bundle, "strategy": self.strategy,
+                "address": self.address, "cpus_from_node": self.cpus_from_node}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RayInstancePlan:
+        return cls(data["host"], NodePlan.from_dict(data["node"]), AgentConfig.from_dict(data["config"]),
+                   Path(data["instance_dir"]), data["bundle"], data["strategy"], data["address"],
+                   data["cpus_from_node"])
+
+
+def node_job_dir(job_dir: Path, job_name: str) -> Path:
+    """The job's directory on every node: under SHIPYARD_RAY_NODE_DIR, unique per SHIPYARD_HOME."""
+    digest = hashlib.sha256(str(job_dir.resolve()).encode()).hexdigest()[:8]
+    return Path(settings.ray_node_dir()) / f"{job_name}-{digest}"
+
+
+def placeholder_address(host: str) -> str:
+    """What a plan says for a host's address before placement decides its node."""
+    return f"node-of-{host}"
+
+
+class RayBackend:
+    name = "ray"
+    plan_type = RayInstancePlan
+
+    def __init__(self, job_dir: Path) -> None:
+        self.job_dir = job_dir
+        self._placement: Placement | None = None
+
+    def instance_resources(self, spec: JobSpec) -> list:
+        """Each instance's share, from the resource mapping (the submitting machine's size is irrelevant)."""
+        from shipyard.backends.resources import InstanceResources
+        from shipyard.spec.catalog import get_instance_type
+
+        cpus = ray_placement.bundle(get_instance_type(spec.instance_type))["CPU"]
+        return [InstanceResources(vcpus=int(cpus), memory_gib=None, gpus=()) for _ in range(spec.instance_count)]
+
+    def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[RayInstancePlan]:
+        """Pure: the node's plan and the controller's copy of it for every instance, and its bundle."""
+        from shipyard.spec.catalog import get_instance_type
+
+        _check_reachable_from_nodes(spec)
+        instance_type = get_instance_type(spec.instance_type)
+        bundle = ray_placement.bundle(instance_type)
+        strategy = ray_placement.strategy(settings.ray_pack())
+        placeholders = {host: placeholder_address(host) for host in spec.hosts}
+        nodes = LocalBackend(node_job_dir(self.job_dir, spec.job_name)).plan(spec, resources, master_port, attempt)
+        mirrors = LocalBackend(self.job_dir).plan(spec, resources, master_port, attempt)
+        plans = []
+        for node, mirror in zip(nodes, mirrors, strict=True):
+            node = dataclasses.replace(node, config=dataclasses.replace(node.config, host_addresses=placeholders))
+            config = dataclasses.replace(mirror.config, host_addresses=placeholders)
+            plans.append(RayInstancePlan(node.host, node, config, mirror.instance_dir, bundle, strategy,
+                                         settings.ray_address(), instance_type.vcpus is None))
+        return plans
+
+    def prepare(self, plan: RayInstancePlan) -> None:
+        """Only the controller's side: the node's side is laid out by its actor."""
+        plan.ml_dir.mkdir(parents=True, exist_ok=True)
+        for path in (plan.config.log_path, plan.config.events_path):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    def start(self, plan: RayInstancePlan) -> RayInstance:
+        """Instances started by one backend are placed together, when the first of them is polled (by
+        then the controller has started them all)."""
+        if self._placement is None:
+            self._placement = Placement(plan.address, plan.strategy, f"shipyard:{self.job_dir.name}:{time.time():.0f}")
+        instance = RayInstance(plan, self._placement)
+        self._placement.members.append(instance)
+        return instance
+
+
+def _check_reachable_from_nodes(spec: JobSpec) -> None:
+    if settings.ray_shared_storage():
+        return
+    uris = [("output_path", spec.output_path), ("source", spec.source_uri)]
+    uris += [(f"channel {c.name}", c.uri) for c in spec.channels]
+    if spec.checkpoint_s3_uri:
+        uris.append(("checkpoint_s3_uri", spec.checkpoint_s3_uri))
+    for field, uri in uris:
+        if uri.startswith("file://") or "://" not in uri:
+            raise ValidationError(
+                field, uri, "Ray nodes cannot see this machine's files (the job's code and data are read, and "
+                "its artifacts written, from each node): use s3:// or another store every node reaches, or set "
+                "SHIPYARD_RAY_SHARED_STORAGE=1 if this path is on storage every node mounts at the same path")
+
+
+def _ray():
+    import ray
+
+    return ray
+
+
+def connect(address: str) -> None:
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
+
+
+class Placement:
+    """One placement group for the instances started together; it lives until all of them are over."""
+
+    def __init__(self, address: str, strategy: str, name: str) -> None:
+        self.address, self.strategy, self.name = address, strategy, name
+        self.members: list[RayInstance] = []
+        self.waiting: str | None = None
+        self.group = None
+        self.cancelled = False
+        self._started = False
+        self._lock = threading.Lock()
+        self._released: set[str] = set()
+
+    def launch(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._place, name="shipyard-ray-placement", daemon=True).start()
+
+    def _place(self) -> None:
+        ray = _ray()
+        from ray.util.placement_group import placement_group, placement_group_table
+
+        try:
+            connect(self.address)
+            bundles = [m.plan.bundle for m in self.members]
+            self.group = placement_group(bundles, strategy=self.strategy, name=self.name)
+            ready = self.group.ready()
+            while not ray.wait([ready], timeout=WAIT_POLL_SECONDS)[0]:
+                if self.cancelled:
+                    ray.util.remove_placement_group(self.group)
+                    return
+                self.waiting = ray_placement.waiting_message(bundles, self.strategy, ray.nodes())
+            nodes = placement_group_table(self.group)["bundles_to_node_id"]
+            addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+            placed = {m.host: (nodes[i], addresses[nodes[i]]) for i, m in enumerate(self.members)}
+            self.waiting = None
+            for index, member in enumerate(self.members):
+                member._launch(self.group, index, placed)
+        except Exception as exc:  # no cluster, or it went away: every instance fails, saying why
+            self.waiting = None
+            for member in self.members:
+                member._fail(f"could not place the instance on the Ray cluster at {self.address!r}: "
+                             f"{type(exc).__name__}: {exc}")
+
+    def release(self, host: str) -> None:
+        """An instance is over; the group goes when all are (removing it would kill the others)."""
+        with self._lock:
+            self._released.add(host)
+            done = len(self._released) == len(self.members)
+        if done and self.group is not None:
+            try:
+                _ray().util.remove_placement_group(self.group)
+            except Exception:
+                pass  # the cluster is gone: so is the group
+
+
+class RemoteControl:
+    """ControlChannel's `send`, delivered to the instance's node."""
+
+    def __init__(self, instance: RayInstance) -> None:
+        self.instance = instance
+
+    def send(self, action: str, **fields: object) -> None:
+        if self.instance.actor is not None:
+            _ray().get(self.instance.actor.control.remote(action, fields), timeout=CALL_TIMEOUT_SECONDS)
+
+
+class RayInstance:
+    """The controller's handle on one instance: polls report the agent's exit once its streams and
+    artifacts are copied, or LOST_EXIT_CODE with `lost_reason` when its node or actor died."""
+
+    def __init__(self, plan: RayInstancePlan, placement: Placement) -> None:
+        self.plan, self.placement = plan, placement
+        self.control = RemoteControl(self)
+        self.mirror = Mirror(plan.config.log_path, plan.config.events_path, plan.config.heartbeat_dir, plan.ml_dir)
+        self.actor = None
+        self.node_id: str | None = None
+        self.node_address: str | None = None
+        self.pid: int | None = None
+        self.lost_reason: str | None = None
+        self._code: int | None = None
+        self._pump: threading.Thread | None = None
+        self._finishing = threading.Lock()
+
+    @property
+    def host(self) -> str:
+        return self.plan.host
+
+    @property
+    def location(self) -> str:
+        if self.node_id is None:
+            return "not placed yet"
+        return f"node {self.node_id[:12]} ({self.node_address}), pid {self.pid}"
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why this instance has not started yet (waiting for capacity), or None."""
+        self.placement.launch()
+        return self.placement.waiting if self.actor is None and self._code is None else None
+
+    def poll(self) -> int | None:
+        self.placement.launch()
+        return self._code
+
+    # -- started by the placement ---------------------------------------------------------------
+    def _launch(self, group, index: int, placed: dict[str, tuple[str, str]]) -> None:
+        ray = _ray()
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from shipyard.backends.ray_actor import InstanceActor
+
+        if self.placement.cancelled:
+            self._finish(143)
+            return
+        bundle = self.plan.bundle
+        self.node_id, self.node_address = placed[self.host]
+        self.actor = ray.remote(InstanceActor).options(
+            num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),
+            resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
+            max_restarts=0, max_concurrency=4, name=f"{self.placement.name}:{self.host}",
+        ).remote()
+        environment = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+        addresses = {host: address for host, (_, address) in placed.items()}
+        try:
+            where = ray.get(self.actor.start.remote(self.plan.node.to_dict(), addresses, environment,
+                                                    self.plan.cpus_from_node), timeout=CALL_TIMEOUT_SECONDS)
+        except Exception as exc:
+            self._gone(exc, starting=True)
+            return
+        self.pid = where["pid"]
+        self.mirror.note(f"{self.host} started on {self.location}")
+        self._pump = threading.Thread(target=self._pull_until_exit, name=f"shipyard-ray-{self.host}", daemon=True)
+        self._pump.start()
+
+    def _pull_until_exit(self) -> None:
+        ray = _ray()
+        while self._code is None:
+            try:
+                chunk = ray.get(self.actor.pull.remote(*self.mirror.offsets()), timeout=CALL_TIMEOUT_SECONDS)
+            except ray.exceptions.ActorUnavailableError:
+                time.sleep(PULL_SECONDS)    # a transient network problem; the actor is still there
+                continue
+            except Exception as exc:
+                self._gone(exc)
+                return
+            self.mirror.apply(chunk["log"], chunk["events"], chunk["heartbeats"])
+            if chunk["more"]:
+                continue
+            if chunk["code"] is not None:
+                self._collect(chunk["code"])
+                return
+            time.sleep(PULL_SECONDS)
+
+    def _collect(self, code: int) -> None:
+        ray = _ray()
+        try:
+            self.mirror.apply_artifacts(ray.get(self.actor.artifacts.remote(), timeout=CALL_TIMEOUT_SECONDS))
+            ray.get(self.actor.cleanup.remote(), timeout=CALL_TIMEOUT_SECONDS)
+        except Exception as exc:
+            self._gone(exc)
+            return
+        self._finish(code)
+
+    def _gone(self, exc: Exception, starting: bool = False) -> None:
+        """The actor's call failed: its node died, the actor died, or the start itself failed."""
+        ray = _ray()
+        if isinstance(exc, ray.exceptions.RayTaskError):   # an error of ours on the node, not a loss
+            self.mirror.note(f"could not start {self.host} on {self.location}: {exc.cause if exc.cause else exc}")
+            self._finish(1)
+            return
+        node = f"node {self.node_id} ({self.node_address})"
+        alive = any(n["NodeID"] == self.node_id and n["Alive"] for n in _nodes())
+        self.lost_reason = (f"{node} died" if not alive
+                            else f"its Ray actor on {node} died{' while starting' if starting else ''}: "
+                                 f"{type(exc).__name__}")
+        self.mirror.note(f"{self.host} lost: {self.lost_reason}")
+        self._finish(LOST_EXIT_CODE)
+
+    def _fail(self, message: str) -> None:
+        self.mirror.note(message)
+        self._finish(1)
+
+    def _finish(self, code: int) -> None:
+        with self._finishing:
+            if self._code is not None:
+                return
+            if self.actor is not None:
+                try:
+                    _ray().kill(self.actor, no_restart=True)
+                except Exception:
+                    pass
+            self._code = code
+        self.placement.release(self.host)
+
+    # -- the controller's orders ----------------------------------------------------------------
+    def terminate(self) -> None:
+        """The notice: SIGTERM to the agent and the script on the node. An instance still waiting for
+        capacity is simply not started."""
+        if self.actor is None:
+            self.placement.cancelled = True
+            self._finish(143)
+            return
+        self.actor.terminate.remote()
+
+    def kill(self) -> None:
+        """SIGKILL everything on the node, then keep what it left (streams and artifacts) and go."""
+        if self.actor is None:
+            self.placement.cancelled = True
+            self._finish(137)
+            return
+        try:
+            _ray().get(self.actor.kill.remote(), timeout=CALL_TIMEOUT_SECONDS)
+        except Exception:
+            pass
+        if self._pump is not None:
+            self._pump.join(timeout=CALL_TIMEOUT_SECONDS)
+        self._finish(137)
+
+
+def _nodes() -> list[dict]:
+    try:
+        return _ray().nodes()
+    except Exception:
+        return []

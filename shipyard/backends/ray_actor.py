@@ -1,0 +1,84 @@
+"""The node's side of a Ray instance: an actor that runs the same instance agent as the local backend,
+in the same sandbox, through the local backend's own prepare() and start(), with files on its node.
+
+The class is plain Python (ray.remote wraps it where it is used, so importing this module does not
+import Ray). Nodes need shipyard installed in the Python that runs their Ray workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+from shipyard.backends import ray_streams
+
+# Never handed to the agent: these describe the actor's own Ray worker, not the instance.
+_RAY_ONLY = ("RAY_", "OMP_NUM_THREADS")
+
+
+class InstanceActor:
+    def __init__(self) -> None:
+        self.instance = None
+        self.plan = None
+        self.log_start = 0
+        self.beats_seen: dict[str, int] = {}
+
+    def start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
+              cpus_from_node: bool) -> dict:
+        """Lay out and start the instance; returns where it runs."""
+        import ray
+
+        from shipyard.backends import resources, sandbox
+        from shipyard.backends.local import InstancePlan, LocalBackend
+
+        node_plan = InstancePlan.from_dict(plan)
+        if node_plan.sandbox_problem is None:
+            problem = sandbox.bwrap_problem()
+            if problem is not None:
+                raise RuntimeError(f"this node cannot make the instance sandbox: {problem}; install bubblewrap "
+                                   "on every node, or submit with SHIPYARD_SANDBOX=off")
+        config = dataclasses.replace(
+            node_plan.config,
+            host_addresses=host_addresses,
+            gpu_ids=tuple(str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])),
+            num_cpus=resources.detect().vcpus if cpus_from_node else node_plan.config.num_cpus,
+        )
+        self.plan = dataclasses.replace(node_plan, config=config)
+        for key in [k for k in os.environ if k.startswith(_RAY_ONLY)]:
+            del os.environ[key]
+        os.environ.update(environment)   # the agent inherits this process's environment
+        backend = LocalBackend(Path(config.instance_dir).parent.parent)
+        backend.prepare(self.plan)
+        # The host log is shared by a host's attempts; this instance's part starts here.
+        self.log_start = os.path.getsize(config.log_path) if os.path.exists(config.log_path) else 0
+        self.instance = backend.start(self.plan)
+        return {"node_id": ray.get_runtime_context().get_node_id(), "address": ray.util.get_node_ip_address(),
+                "pid": self.instance.process.pid}
+
+    def pull(self, log_offset: int, events_offset: int) -> dict:
+        """What was added since the offsets, and the agent's exit code once it has exited (read first,
+        so the bytes returned with a code are all there will be)."""
+        code = self.instance.poll()
+        config = self.plan.config
+        log = ray_streams.read_from(config.log_path, self.log_start + log_offset)
+        events = ray_streams.read_from(config.events_path, events_offset)
+        beats = ray_streams.changed_files(config.heartbeat_dir, self.beats_seen)
+        more = len(log) == ray_streams.PULL_LIMIT or len(events) == ray_streams.PULL_LIMIT
+        return {"code": code, "log": log, "events": events, "heartbeats": beats, "more": more}
+
+    def artifacts(self) -> bytes:
+        return ray_streams.pack_artifacts(self.plan.ml_dir)
+
+    def terminate(self) -> None:
+        self.instance.terminate()
+
+    def kill(self) -> None:
+        self.instance.kill()
+
+    def control(self, action: str, fields: dict) -> None:
+        self.instance.control.send(action, **fields)
+
+    def cleanup(self) -> None:
+        """The instance is over and its artifacts fetched: its data and code need not stay on the node."""
+        shutil.rmtree(self.plan.instance_dir, ignore_errors=True)

@@ -4,6 +4,7 @@ the strategy. Which strategies can actually run is the launcher registry's busin
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from shipyard.errors import ValidationError, unknown_name_error
@@ -53,8 +54,20 @@ def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, 
                 raise unknown_name_error(f"distribution.{key}", option, KNOWN[key])
         if key == "smdistributed" or options.get("enabled", False):
             _check_processes(key, options)
+            if key == "mpi":
+                split_mpi_options(options.get("custom_mpi_options", ""))
             enabled[key] = options
     return enabled
+
+
+def split_mpi_options(value: Any, field: str = "distribution.mpi.custom_mpi_options") -> list[str]:
+    """custom_mpi_options as mpirun argv tokens: shell quoting understood, never run through a shell."""
+    if not isinstance(value, str):
+        raise ValidationError(field, value, "must be a string of mpirun options, e.g. '-x FOO=1 --verbose'")
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise ValidationError(field, value, f"cannot be split into mpirun options ({exc}); balance the quotes") from None
 
 
 def _check_processes(key: str, options: dict[str, Any]) -> None:
@@ -87,5 +100,7 @@ def from_hyperparameters(framework: dict[str, Any]) -> dict[str, dict[str, Any]]
             options: dict[str, Any] = {"enabled": True}
             if "sagemaker_mpi_num_of_processes_per_host" in framework and key != "pytorchxla":
                 options["processes_per_host"] = framework["sagemaker_mpi_num_of_processes_per_host"]
+            if key == "mpi" and framework.get("sagemaker_mpi_custom_mpi_options"):
+                options["custom_mpi_options"] = framework["sagemaker_mpi_custom_mpi_options"]
             distribution[key] = options
     return distribution

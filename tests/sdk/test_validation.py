@@ -65,8 +65,8 @@ def test_unknown_distribution_key(script):
 
 
 def test_distribution_not_built_yet_is_clear(script):
-    with pytest.raises(ValidationError, match="mpi.*not supported by shipyard yet"):
-        PyTorch(entry_point="train.py", source_dir=str(script), distribution={"mpi": {"enabled": True}})
+    with pytest.raises(ValidationError, match="pytorchxla.*not supported by shipyard yet"):
+        PyTorch(entry_point="train.py", source_dir=str(script), distribution={"pytorchxla": {"enabled": True}})
 
 
 def test_unknown_instance_type(script):

@@ -10,6 +10,7 @@ from shipyard.runtime.launchers.base import LaunchContext, Launcher, LaunchPlan
 
 # name -> "module:class"; imported only when used so the CLI stays fast.
 REGISTRY: dict[str, str] = {
+    "mpi": "shipyard.runtime.launchers.mpi:MPI",
     "torch_distributed": "shipyard.runtime.launchers.torchrun:TorchDistributed",
     "pytorchddp": "shipyard.runtime.launchers.torchrun:PyTorchDDP",
     "single": "shipyard.runtime.launchers.single:SingleProcess",

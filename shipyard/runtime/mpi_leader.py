@@ -1,0 +1,76 @@
+"""The leader instance's part in an `mpi` job: `python -m shipyard.runtime.mpi_leader mpirun ...` runs the
+launcher's mpirun command (the toolkit's MasterRunner, without sshd) and
+
+- gives it a private temporary directory (OpenMPI's session directories and shared-memory files): the
+  sandboxes share /tmp and /dev/shm, and mpirun's job id comes from its host name and PID, both the same
+  in every job's leader sandbox, so concurrent jobs would otherwise use the same files;
+- relays its output to this host's log with the toolkit's `[1,mpirank:R,algo-K]` tags (mpi_output);
+- on failure writes /opt/ml/output/failure naming the rank and host that failed first;
+- tells every worker that mpirun is done (mpi_rendezvous), so their instances exit;
+- exits with mpirun's exit code, the job's outcome."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from shipyard.runtime.mpi_output import MpiOutput
+from shipyard.runtime.mpi_rendezvous import Rendezvous
+
+
+def write_failure(message: str) -> None:
+    """As the toolkit does: the first failure written wins."""
+    path = Path(os.environ["SM_OUTPUT_DIR"]) / "failure"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(message)
+
+
+def run(argv: list[str]) -> int:
+    rendezvous = Rendezvous.from_environment()
+    scratch = tempfile.mkdtemp(prefix="shipyard-mpi-")  # short: OpenMPI puts Unix sockets under it
+    env = {**os.environ, "OMPI_MCA_orte_tmpdir_base": scratch, "OMPI_MCA_btl_vader_backing_directory": scratch}
+    output = MpiOutput()
+    try:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+    except OSError as exc:
+        print(f"shipyard mpi: cannot run {argv[0]}: {exc}", file=sys.stderr, flush=True)
+        rendezvous.finish(127)
+        return 127
+
+    def forward(signum, frame) -> None:  # mpirun stops its ranks; its output keeps flowing to the end
+        process.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
+    try:
+        out = sys.stdout.buffer
+        for raw in process.stdout:
+            line = raw.decode(errors="replace")
+            out.write(output.feed(line.rstrip("\n")).encode() + (b"\n" if line.endswith("\n") else b""))
+            out.flush()
+    finally:
+        code = process.wait()
+        code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+        rendezvous.finish(code)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if code != 0 and (message := output.failure(code, argv)):
+        write_failure(message)
+    return code
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print("usage: python -m shipyard.runtime.mpi_leader MPIRUN_COMMAND...", file=sys.stderr)
+        return 2
+    return run(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

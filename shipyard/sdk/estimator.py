@@ -97,6 +97,7 @@ class EstimatorBase:
                 runnable = sorted(k for k in REGISTRY if k in dist.KNOWN)
                 raise ValidationError("distribution", strategy,
                                       f"not supported by shipyard yet; available: {', '.join(runnable)}")
+        dist.check_tensorflow(self._enabled_distribution, self.framework, self.instance_count)
         if set(self._enabled_distribution) & {"torch_distributed", "pytorchddp"} and not str(
             self.entry_point
         ).endswith(".py"):

@@ -104,3 +104,25 @@ def from_hyperparameters(framework: dict[str, Any]) -> dict[str, dict[str, Any]]
                 options["custom_mpi_options"] = framework["sagemaker_mpi_custom_mpi_options"]
             distribution[key] = options
     return distribution
+
+
+# Strategies only the TensorFlow toolkit runs (spec 2.3, 2.9, 2.10).
+TENSORFLOW_ONLY = ("parameter_server", "multi_worker_mirrored_strategy")
+
+
+def check_tensorflow(enabled: dict[str, dict[str, Any]], framework: str | None, instance_count: int) -> None:
+    """The TF strategies run in TensorFlow jobs only, each on its own; parameter_server needs more than
+    one instance (the toolkit silently runs a single process otherwise)."""
+    for key in TENSORFLOW_ONLY:
+        if key not in enabled:
+            continue
+        if framework != "tensorflow":
+            raise ValidationError(f"distribution.{key}", enabled[key],
+                                  "is a TensorFlow strategy; use shipyard.tensorflow.TensorFlow "
+                                  "(PyTorch jobs: torch_distributed or mpi)")
+        others = sorted(set(enabled) - {key})
+        if others:
+            raise ValidationError("distribution", sorted(enabled), f"{key} runs on its own; remove {', '.join(others)}")
+        if key == "parameter_server" and instance_count < 2:
+            raise ValidationError("instance_count", instance_count,
+                                  "parameter_server needs instance_count >= 2; add instances or remove the distribution")

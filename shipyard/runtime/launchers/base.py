@@ -28,6 +28,9 @@ class LaunchContext:
 class LaunchPlan:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # Processes the agent starts before argv and stops (SIGTERM, then waits) once argv has exited,
+    # e.g. TensorFlow's parameter server on every instance.
+    sidecars: list[LaunchPlan] = field(default_factory=list)
 
 
 class Launcher(Protocol):

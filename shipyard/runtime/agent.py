@@ -12,7 +12,6 @@ so nothing printed is lost whichever process crashes, this agent included."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
@@ -254,30 +253,34 @@ class Agent:
         """Run the launcher's command for this instance; returns it and its exit code."""
         plan = launcher.plan(env, self.config.launch_context())
         self.events.emit("phase", phase="Training", launcher=launcher.name)
-        with self._sidecars(plan.sidecars, env):
-            return plan.argv, self.execute(plan.argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
-
-    @contextlib.contextmanager
-    def _sidecars(self, plans: list, env: TrainingEnvironment):
-        """Start the launcher's side processes before the entry point; once it has exited, SIGTERM them
-        and wait until they finish (a parameter server may wait for the leader), unless stopping."""
-        procs = []
+        sidecars, code = self._start_sidecars(plan.sidecars, env), None
         try:
-            for plan in plans:
-                self.say("starting beside it: " + " ".join(plan.argv))
-                procs.append(subprocess.Popen(
-                    plan.argv, cwd=self.layout.code_dir, env=script_environment(self.config, env, plan.env),
-                    stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd,
-                ))
-            yield
+            code = self.execute(plan.argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
         finally:
-            for proc in procs:
-                proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                while proc.poll() is None:
-                    if self.stopping:
-                        proc.kill()
-                    time.sleep(0.2)
+            self._stop_sidecars(sidecars, wait=code == 0)
+        return plan.argv, code
+
+    def _start_sidecars(self, plans: list, env: TrainingEnvironment) -> list[subprocess.Popen]:
+        """The launcher's side processes (TF's parameter server), started before the entry point."""
+        procs = []
+        for plan in plans:
+            self.say("starting beside it: " + " ".join(plan.argv))
+            procs.append(subprocess.Popen(
+                plan.argv, cwd=self.layout.code_dir, env=script_environment(self.config, env, plan.env),
+                stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd,
+            ))
+        return procs
+
+    def _stop_sidecars(self, procs: list[subprocess.Popen], wait: bool) -> None:
+        """After the entry point succeeded, SIGTERM and let them finish their work (a parameter server
+        waits until the leader is done); after a failure or a stop, kill them so the outcome is not held up."""
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM if wait else signal.SIGKILL)
+        for proc in procs:
+            while proc.poll() is None:
+                if self.stopping:
+                    proc.kill()
+                time.sleep(0.2)
 
     # -- a restart that ignores its checkpoint ----------------------------------------------------
     def _with_resume_check(self, env: dict[str, str]) -> dict[str, str]:

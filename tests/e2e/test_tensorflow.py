@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.errors import UnexpectedStatusError
 from shipyard.storage import transfer
 from shipyard.tensorflow import TensorFlow
 
@@ -19,13 +20,17 @@ SCRIPTS = Path(__file__).parent / "scripts"
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def _fit(tmp_path, script: str, distribution: dict) -> TensorFlow:
+def _estimator(tmp_path, script: str, distribution: dict, **kwargs) -> TensorFlow:
     source = tmp_path / "src"
     source.mkdir()
     shutil.copy(SCRIPTS / script, source / "train.py")
     shutil.copy(SCRIPTS / "tf_common.py", source)
-    est = TensorFlow(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
-                     distribution=distribution, environment=QUIET, max_run=600, stop_grace_seconds=5)
+    return TensorFlow(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
+                      distribution=distribution, environment=QUIET, stop_grace_seconds=5, **kwargs)
+
+
+def _fit(tmp_path, script: str, distribution: dict) -> TensorFlow:
+    est = _estimator(tmp_path, script, distribution, max_run=600)
     est.fit(wait=True, logs=False)
     description = est.latest_training_job.describe()
     assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
@@ -61,6 +66,19 @@ def test_parameter_server_strategy(home, tmp_path):
     for index, host in enumerate(("algo-1", "algo-2")):
         log = (home / "jobs" / est.latest_training_job.name / "logs" / f"{host}.log").read_text()
         assert f"parameter server ps:{index} listening on {cluster['ps'][index]}" in log
+
+
+def test_a_failed_worker_fails_the_job_at_once(home, tmp_path):
+    """Its parameter server is killed rather than kept up for a chief that would wait for the worker
+    forever (the toolkit too only waits for the master after a script that succeeded)."""
+    est = _estimator(tmp_path, "tf_ps_train.py", {"parameter_server": {"enabled": True}}, max_run=300,
+                     hyperparameters={"fail-worker": True})
+    with pytest.raises(UnexpectedStatusError):
+        est.fit(wait=True, logs=False)
+    description = est.latest_training_job.describe()
+    assert description["TrainingJobStatus"] == "Failed"
+    assert description["FailureReason"].startswith("AlgorithmError: algo-2:"), description["FailureReason"]
+    assert "worker failed on purpose" in description["FailureReason"]
 
 
 def test_multi_worker_mirrored_strategy(home, tmp_path):

@@ -17,6 +17,8 @@ chief = cluster["chief"][0]
 
 if task["type"] == "worker":
     tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker", task_index=task["index"], start=True)
+    if "--fail-worker" in sys.argv:
+        sys.exit("worker failed on purpose")
     deadline = time.monotonic() + 300
     while not tf_common.is_up(chief):  # the chief has not started yet
         if time.monotonic() > deadline:

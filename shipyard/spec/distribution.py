@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.spec import smdistributed
 
 # distribution key -> the options it accepts
 KNOWN: dict[str, frozenset[str]] = {
@@ -52,7 +53,11 @@ def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, 
         for option in options:
             if option not in KNOWN[key]:
                 raise unknown_name_error(f"distribution.{key}", option, KNOWN[key])
-        if key == "smdistributed" or options.get("enabled", False):
+        if key == "smdistributed":
+            options = smdistributed.check(options)
+            if options:
+                enabled[key] = options
+        elif options.get("enabled", False):
             _check_processes(key, options)
             if key == "mpi":
                 split_mpi_options(options.get("custom_mpi_options", ""))
@@ -84,6 +89,8 @@ def to_hyperparameters(enabled: dict[str, dict[str, Any]], instance_type: str) -
             hps[_FLAGS[key]] = True
         if key in ("torch_distributed", "pytorchddp", "smdistributed"):
             hps["sagemaker_instance_type"] = instance_type
+        if key == "smdistributed":
+            hps.update(smdistributed.hyperparameters(options))
         if key == "mpi":
             hps["sagemaker_mpi_custom_mpi_options"] = options.get("custom_mpi_options", "")
         if options.get("processes_per_host") is not None:
@@ -103,6 +110,9 @@ def from_hyperparameters(framework: dict[str, Any]) -> dict[str, dict[str, Any]]
             if key == "mpi" and framework.get("sagemaker_mpi_custom_mpi_options"):
                 options["custom_mpi_options"] = framework["sagemaker_mpi_custom_mpi_options"]
             distribution[key] = options
+    if framework.get("sagemaker_distributed_dataparallel_enabled"):
+        custom = framework.get("sagemaker_distributed_dataparallel_custom_mpi_options", "")
+        distribution["smdistributed"] = {"dataparallel": {"enabled": True, "custom_mpi_options": custom}}
     return distribution
 
 

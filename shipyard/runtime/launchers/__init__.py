@@ -13,6 +13,7 @@ REGISTRY: dict[str, str] = {
     "mpi": "shipyard.runtime.launchers.mpi:MPI",
     "torch_distributed": "shipyard.runtime.launchers.torchrun:TorchDistributed",
     "pytorchddp": "shipyard.runtime.launchers.torchrun:PyTorchDDP",
+    "smdistributed": "shipyard.runtime.launchers.smdistributed:SMDistributed",
     "parameter_server": "shipyard.runtime.launchers.parameter_server:ParameterServer",
     "multi_worker_mirrored_strategy": "shipyard.runtime.launchers.mwms:MultiWorkerMirrored",
     "single": "shipyard.runtime.launchers.single:SingleProcess",

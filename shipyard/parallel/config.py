@@ -16,19 +16,20 @@ from shipyard.spec import smdistributed
 class ParallelConfig:
     parameters: dict[str, Any] = field(default_factory=dict)   # canonical names (aliases resolved)
     source: str = "mp_parameters"                               # names the origin in error messages
+    explicit: frozenset[str] = frozenset()                      # names given to prepare() itself
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.parameters.get(name, default)
 
     def field(self, name: str) -> str:
-        return f"{self.source}.{name}"
+        return f"prepare.{name}" if name in self.explicit else f"{self.source}.{name}"
 
     def with_overrides(self, overrides: dict[str, Any]) -> ParallelConfig:
         """Explicit arguments win over the job's configuration, key by key."""
         if not overrides:
             return self
         explicit = smdistributed.check_parameters(overrides, "prepare")
-        return ParallelConfig({**self.parameters, **explicit}, self.source)
+        return ParallelConfig({**self.parameters, **explicit}, self.source, frozenset(explicit))
 
 
 def from_environment(environ: os._Environ | dict[str, str] = os.environ) -> ParallelConfig:

@@ -211,3 +211,38 @@ def test_node_removed_mid_training_fails_the_job_naming_the_node(home, s3, on_ra
     reason = description["FailureReason"]
     assert reason.startswith("InternalServerError: algo-2: node ") and node.node_id in reason and "died" in reason
     assert "lost: node" in log.read_text()   # said in the host's log too
+
+
+def _spot_stepper():
+    """The spot tests' checkpointing script (tests/e2e/test_spot.py), reused as it is."""
+    spec = importlib.util.spec_from_file_location("spot_tests", Path(__file__).parent / "test_spot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._source
+
+
+def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3, on_ray, tmp_path):
+    """The controller treats a lost instance of a spot job as an interruption of that host: the attempt ends
+    Interrupted and the next one runs on the nodes that are alive (one added after the loss)."""
+    s3.bucket("out")
+    source = _spot_stepper()(tmp_path, total=150)
+    est = Estimator(entry_point="train.py", source_dir=str(source), instance_count=2, output_path="s3://out/jobs",
+                    use_spot_instances=True, checkpoint_s3_uri="s3://out/ckpt", max_run=300, max_wait=400,
+                    interruption_notice_seconds=5, stop_grace_seconds=5, backend="ray")
+    est.fit(wait=False)
+    job = est.latest_training_job
+    log = home / "jobs" / job.name / "logs" / "algo-2.log"
+    _wait_for(lambda: log.exists() and "step=12" in log.read_text(), 120, "algo-2 past its first checkpoint")
+    lost = _node_of(log, "algo-2", on_ray)
+    on_ray.remove_node(lost, allow_graceful=False)
+    time.sleep(3)
+    on_ray.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    job.wait(logs=False)
+    description = job.describe()
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert "Interrupted" in [t["Status"] for t in description["SecondaryStatusTransitions"]]
+    text = log.read_text()
+    assert f"algo-2 lost: node {lost.node_id} (127.0.0.1) died" in text
+    restarted = text.split("lost: node")[1].split("algo-2 started on node ")[1].split(" ")[0]
+    assert not lost.node_id.startswith(restarted)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +27,12 @@ from shipyard.storage.uri import filesystem, join
 
 MARKER = ".complete"
 WORKERS = 8
+# A file seen replaced (a new inode: written elsewhere and renamed over it) this many scans in a row, by a
+# script that checkpoints more often than the sync interval, is uploaded anyway from one whole version,
+# so it is never starved. A file rewritten in place keeps the stability rule: it may be half written.
+STARVED_SCANS = 2
 
-Stat = tuple[int, int]  # (size, mtime_ns)
+Stat = tuple[int, int, int]  # (size, mtime_ns, inode)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class CheckpointSync:
         self.interval, self.on_event, self.max_failures = interval, on_event, max(1, max_failures)
         self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
         self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
+        self._replaced: dict[str, int] = {}  # scans in a row that saw a file replaced
         self._failures = 0
         self._lock = threading.Lock()  # one round at a time (thread and flush)
         self._stop = threading.Event()
@@ -121,7 +128,7 @@ class CheckpointSync:
         with self._lock:
             for rel in keys:
                 st = (self.local_dir / rel).stat()
-                self._synced[rel] = self._prev[rel] = (st.st_size, st.st_mtime_ns)
+                self._synced[rel] = self._prev[rel] = _stat(st)
         return RestoreReport(len(keys), nbytes, newest, tuple(sorted(skipped)))
 
     # -- continuous sync ---------------------------------------------------------------------------
@@ -192,7 +199,7 @@ class CheckpointSync:
                         stack.append((e.path, name + "/"))
                     elif e.is_file():
                         st = e.stat()
-                        found[name] = (st.st_size, st.st_mtime_ns)
+                        found[name] = _stat(st)
                 except FileNotFoundError:
                     pass
         return found
@@ -202,6 +209,7 @@ class CheckpointSync:
             return [], 0
         now, prev = self._scan(), self._prev
         self._prev = now
+        self._replaced = {r: self._replaced.get(r, 0) + 1 for r, st in now.items() if r in prev and prev[r][2] != st[2]}
         fs, root = filesystem(self.uri)
         root = root.rstrip("/")
         errors: list[str] = []
@@ -227,15 +235,24 @@ class CheckpointSync:
 
         def upload(rel: str) -> None:
             try:
-                transfer.upload_file(self.local_dir / rel, join(self.uri, rel))
+                if final or prev.get(rel) == now[rel]:
+                    transfer.upload_file(self.local_dir / rel, join(self.uri, rel))
+                    stat = now[rel]
+                else:
+                    stat = _upload_snapshot(self.local_dir / rel, join(self.uri, rel))
             except Exception:
                 if (self.local_dir / rel).is_file():
                     raise
                 return  # deleted while we looked: next scan sees it gone
-            synced[rel] = now[rel]
-            self._emit("checkpoint_uploaded", {"path": rel, "bytes": now[rel][0]})
+            if stat is None:
+                return  # written to while we copied it: the next round tries again
+            synced[rel] = stat
+            self._emit("checkpoint_uploaded", {"path": rel, "bytes": stat[0]})
 
-        ready = [r for r, st in now.items() if synced.get(r) != st and (final or prev.get(r) == st)]
+        def settled(rel: str, st: Stat) -> bool:
+            return final or prev.get(rel) == st or self._replaced.get(rel, 0) >= STARVED_SCANS
+
+        ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
         files = [r for r in ready if not _marked_dir(r)]
         gone = [r for r in synced if r not in now]
 
@@ -253,7 +270,7 @@ class CheckpointSync:
 
         # B. Files, then markers (deepest first) whose directory is fully uploaded.
         each(upload, files)
-        ready = [r for r, st in now.items() if synced.get(r) != st and (final or prev.get(r) == st)]
+        ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
         for m in sorted((r for r in ready if _marked_dir(r)), key=lambda r: -r.count("/")):
             d = _marked_dir(m)
             group = [r for r in synced.keys() | now.keys() if _under(r, d) and r != m]
@@ -268,6 +285,29 @@ class CheckpointSync:
 
         pending = sum(synced.get(r) != st for r, st in now.items()) + sum(r not in now for r in synced)
         return errors, pending
+
+
+def _stat(st: os.stat_result) -> Stat:
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _upload_snapshot(local: Path, uri: str) -> Stat | None:
+    """Upload a file that keeps being replaced: copy what one open descriptor reads (a rename over the
+    path never disturbs it) and keep the copy only if that file did not change while it was read.
+    Returns the stat uploaded, or None."""
+    with open(local, "rb") as src:
+        before = os.fstat(src.fileno())
+        fd, tmp = tempfile.mkstemp(prefix=".shipyard-snapshot-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            after = os.fstat(src.fileno())
+            if _stat(before) != _stat(after):
+                return None
+            transfer.upload_file(Path(tmp), uri)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    return _stat(before)
 
 
 def _attempt(fn: Callable[[str], None], rel: str) -> str | None:

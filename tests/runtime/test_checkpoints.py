@@ -187,6 +187,29 @@ def test_growing_file_waits_until_stable_and_flush_takes_it(tmp_path):
     assert remote.read("growing.pt") == b"g" * 40
 
 
+def test_file_replaced_faster_than_the_interval_is_not_starved(remote, tmp_path):
+    """A script that renames a new checkpoint over the old one more often than the sync scans: its file
+    is never stable across two scans, yet a whole version of it is uploaded after STARVED_SCANS."""
+    local = tmp_path / "local"
+    sync = CheckpointSync(local, remote.uri)
+
+    def replace(step: int) -> None:
+        write(local / "state.tmp", str(step).encode() * 1000)
+        os.replace(local / "state.tmp", local / "state.json")
+
+    replace(1)
+    sync.sync_once()
+    replace(2)
+    sync.sync_once()
+    assert remote.keys() == set()  # first sight, then replaced once: might be a one-off
+    replace(3)
+    sync.sync_once()
+    assert remote.keys() == {"state.json"} and remote.read("state.json") == b"3" * 1000
+    replace(4)
+    sync.sync_once()
+    assert remote.read("state.json") == b"4" * 1000  # and from then on every round
+
+
 def test_marker_uploaded_after_its_files(remote, tmp_path):
     local, seen = tmp_path / "local", []
 

@@ -17,9 +17,10 @@ import torch.distributed as dist
 
 from shipyard.errors import ValidationError
 from shipyard.parallel.config import ParallelConfig, from_environment
+from shipyard.spec.smdistributed import PARAMETERS
 
 DEFAULT_PORT = 29500
-BACKENDS = ("auto", "gloo", "nccl")
+BACKENDS = PARAMETERS["ddp_dist_backend"].choices
 
 
 def _launcher_env(environ) -> dict[str, str] | None:

@@ -14,7 +14,7 @@ from shipyard.errors import ValidationError
 from shipyard.parallel.config import ParallelConfig
 
 
-def _divisors(n: int) -> str:
+def divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
@@ -34,7 +34,7 @@ class Layout:
         for name, degree in (("pipeline_parallel_degree", pp), ("tensor_parallel_degree", tp)):
             if world % degree:
                 raise ValidationError(config.field(name), degree,
-                                      f"must divide the world size {world}; valid values: {_divisors(world)}")
+                                      f"must divide the world size {world}; valid values: {divisors(world)}")
         if world % (pp * tp):
             raise ValidationError(config.field("tensor_parallel_degree"), tp,
                                   f"pipeline_parallel_degree x tensor_parallel_degree = {pp * tp} must divide the "

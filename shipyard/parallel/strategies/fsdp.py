@@ -11,7 +11,7 @@ from torch.distributed.fsdp import fully_shard
 from shipyard.errors import ValidationError
 from shipyard.parallel.job import Job
 from shipyard.parallel.layers import layers
-from shipyard.parallel.topology import _divisors
+from shipyard.parallel.topology import divisors
 
 
 class FullySharded:
@@ -40,7 +40,7 @@ class FullySharded:
         if job.layout.dp % degree:
             raise ValidationError(job.config.field("hybrid_shard_degree"), degree,
                                   f"must divide the data-parallel size {job.layout.dp}; valid values: "
-                                  f"{_divisors(job.layout.dp)}")
+                                  f"{divisors(job.layout.dp)}")
         mesh = self.mesh(job, degree)
         before = job.names()
         for layer in layers(job.model):

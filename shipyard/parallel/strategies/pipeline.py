@@ -24,7 +24,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from shipyard.errors import ValidationError
 from shipyard.parallel.job import Job
-from shipyard.parallel.topology import _divisors
+from shipyard.parallel.topology import divisors
 
 SCHEDULES = {"interleaved": Schedule1F1B, "simple": ScheduleGPipe}
 
@@ -86,7 +86,7 @@ class Pipeline:
             raise ValidationError(field, stages, f"splits an nn.Sequential into stages; this model is a "
                                                  f"{type(model).__name__}: express it as nn.Sequential of layers")
         if stages > len(model):
-            valid = ", ".join(d for d in _divisors(job.layout.world).split(", ") if int(d) <= len(model))
+            valid = ", ".join(d for d in divisors(job.layout.world).split(", ") if int(d) <= len(model))
             raise ValidationError(field, stages, f"the model has {len(model)} layers, so at most {len(model)} "
                                                  f"stages; valid values here: {valid}")
         if job.loss_fn is None:

@@ -29,7 +29,9 @@ class ParallelConfig:
         if not overrides:
             return self
         explicit = smdistributed.check_parameters(overrides, "prepare")
-        return ParallelConfig({**self.parameters, **explicit}, self.source, frozenset(explicit))
+        merged = {**self.parameters, **explicit}
+        smdistributed.check_combination(merged, "prepare")
+        return ParallelConfig(merged, self.source, frozenset(explicit))
 
 
 def from_environment(environ: os._Environ | dict[str, str] = os.environ) -> ParallelConfig:

@@ -80,11 +80,12 @@ def check_parameters(parameters: Any, field: str = "mp_parameters") -> dict[str,
         if key in canonical and canonical[key] != value:
             raise ValidationError(f"{field}.{name}", value, f"conflicts with {key}={canonical[key]!r}; give one")
         canonical[key] = value
-    _check_together(canonical, field)
+    check_combination(canonical, field)
     return canonical
 
 
-def _check_together(p: dict[str, Any], field: str) -> None:
+def check_combination(p: dict[str, Any], field: str) -> None:
+    """Parameters that cannot be used together (canonical names)."""
     def refuse(name: str, fix: str) -> None:
         raise ValidationError(f"{field}.{name}", p[name], fix)
 
@@ -99,6 +100,8 @@ def _check_together(p: dict[str, Any], field: str) -> None:
                                                "hybrid_shard_degree yet; use one of them")
         if p.get("gradient_accumulation_steps", 1) > 1:
             refuse("gradient_accumulation_steps", "use microbatches with pipeline parallelism instead")
+        if p.get("fp16"):
+            refuse("fp16", "is not supported with pipeline parallelism yet; use bf16")
     if p.get("tensor_parallel_degree", 1) > 1 and p.get("shard_optimizer_state"):
         refuse("shard_optimizer_state", "is not supported with tensor_parallel_degree; use hybrid_shard_degree "
                                         "for the data-parallel dimension")

@@ -32,6 +32,12 @@ def test_configuration_comes_from_mp_parameters_and_the_dataparallel_flag():
         from_environment({"SM_HP_MP_PARAMETERS": '{"microbatch": 2}'})
 
 
+def test_arguments_are_checked_together_with_the_job_configuration(monkeypatch):
+    monkeypatch.setenv("SM_HP_MP_PARAMETERS", '{"pipeline_parallel_degree": 2}')
+    with pytest.raises(ValidationError, match="prepare.fp16=True: is not supported with pipeline parallelism"):
+        from_environment().with_overrides({"fp16": True})
+
+
 def test_explicit_arguments_override_the_job_configuration():
     config = ParallelConfig({"hybrid_shard_degree": 2, "bf16": True}).with_overrides({"hybrid_shard_degree": 4})
     assert config.parameters == {"hybrid_shard_degree": 4, "bf16": True}

@@ -12,7 +12,6 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_leaves
 
-from shipyard.errors import ValidationError
 from shipyard.parallel.job import Job
 from shipyard.parallel.strategies.hooks import around_forward
 
@@ -34,9 +33,6 @@ class MixedPrecision:
 
     def apply(self, job: Job) -> None:
         fp16 = bool(job.config.get("fp16"))
-        if fp16 and job.layout.pp > 1:
-            raise ValidationError(job.config.field("fp16"), True, "is not supported with pipeline parallelism "
-                                                                  "yet; use bf16")
         dtype = torch.float16 if fp16 else torch.bfloat16
         module = job.compute or job.model
         around_forward(module, lambda: torch.autocast(job.device.type, dtype=dtype))

@@ -9,10 +9,24 @@ import pytest
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    """A fresh SHIPYARD_HOME: its own store, job directories and default output path."""
+    """A fresh SHIPYARD_HOME: its own store, job directories and default output path. Jobs a test left
+    running (it failed before they ended) are killed with their controllers, so they do not slow the
+    tests after it."""
     path = tmp_path / "home"
     monkeypatch.setenv("SHIPYARD_HOME", str(path))
-    return path
+    yield path
+    if (path / "shipyard.db").exists():
+        import psutil
+
+        from shipyard.control.reconcile import controller_alive
+        from shipyard.store import Store
+
+        for record in Store(path).list_jobs():
+            if not record.terminal and record.controller_pid and controller_alive(record):
+                try:
+                    psutil.Process(record.controller_pid).kill()  # its instances die with it
+                except psutil.NoSuchProcess:
+                    pass
 
 
 @pytest.fixture(scope="session")

@@ -232,7 +232,7 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     est.fit(wait=False)
     job = est.latest_training_job
     log = home / "jobs" / job.name / "logs" / "algo-2.log"
-    _wait_for(lambda: log.exists() and "step=12" in log.read_text(), 120, "algo-2 past its first checkpoint")
+    _wait_for(lambda: log.exists() and "step=30" in log.read_text(), 120, "algo-2 past its first checkpoints")
     lost = _node_of(log, "algo-2", on_ray)
     on_ray.remove_node(lost, allow_graceful=False)
     time.sleep(3)
@@ -246,3 +246,7 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     assert f"algo-2 lost: node {lost.node_id} (127.0.0.1) died" in text
     restarted = text.split("lost: node")[1].split("algo-2 started on node ")[1].split(" ")[0]
     assert not lost.node_id.startswith(restarted)
+    # The new attempt resumed from a checkpoint the lost node had synced, not from step 0.
+    resumed = [int(line.split()[-1]) for line in text.split("lost: node")[1].splitlines()
+               if line.startswith("resumed from step")]
+    assert len(resumed) == 1 and resumed[0] >= 10, resumed

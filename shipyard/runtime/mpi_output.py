@@ -2,7 +2,8 @@
 
 - the job map (`--display-map`) says which host runs each rank;
 - `--tag-output` tags `[1,R]<stdout>:` are rewritten as the toolkit does, `[1,mpirank:R,algo-K]<stdout>:`,
-  so every line names its host;
+  so every line names its host; only the tag mpirun puts at the start of a line, never text of the
+  rank's own that looks like one;
 - the rank that failed first is the one mpirun names (MPI_ABORT, a non-zero exit, a signal), else the
   first rank that printed a traceback; its last lines make the failure message."""
 
@@ -41,16 +42,17 @@ class MpiOutput:
         tag = _TAG.match(line)
         if tag:
             rank = int(tag.group(2))
-            text = _TAG.sub("", line)
+            text = line[tag.end():]
             self.lines[rank].append(text)
             if text.startswith(_TRACEBACK) and self._first_traceback is None:
                 self._first_traceback = rank
-        elif self.failed_rank is None:
+            return self._retag(tag) + text
+        if self.failed_rank is None:
             for pattern in _FAILED_RANK:
                 if found := pattern.search(line):
                     self.failed_rank = int(found.group(1))
                     break
-        return _TAG.sub(self._retag, line)
+        return line
 
     def _retag(self, tag: re.Match) -> str:
         job, rank, stream = tag.groups()

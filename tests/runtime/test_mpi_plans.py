@@ -208,9 +208,12 @@ def _fed(text: str) -> tuple[MpiOutput, list[str]]:
 
 
 def test_output_tags_name_the_host_like_the_toolkit():
-    output, lines = _fed(MAP + "\n[1,3]<stdout>:hello\n[1,1]<stderr>:a[1,1]<stderr>:b\n[1,9]<stdout>:unmapped")
-    assert lines[-3:] == ["[1,mpirank:3,algo-2]<stdout>:hello", "[1,mpirank:1,algo-1]<stderr>:a[1,mpirank:1,algo-1]<stderr>:b",
-                          "[1,9]<stdout>:unmapped"]
+    output, lines = _fed(MAP + "\n[1,3]<stdout>:hello\n[1,1]<stderr>:a[1,1]<stderr>:b\n[1,9]<stdout>:unmapped"
+                         "\nmpirun: [1,2]<stdout>: is not a tag here")
+    # Only mpirun's tag at the start of a line; what the rank printed stays as it printed it.
+    assert lines[-4:] == ["[1,mpirank:3,algo-2]<stdout>:hello", "[1,mpirank:1,algo-1]<stderr>:a[1,1]<stderr>:b",
+                          "[1,9]<stdout>:unmapped", "mpirun: [1,2]<stdout>: is not a tag here"]
+    assert list(output.lines[1]) == ["a[1,1]<stderr>:b"]
     assert output.failure(1, ["mpirun"]) is None  # no rank to blame: mpirun's own output says why
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 from shipyard.backends import get_backend
 from shipyard.control.controller import PLAN_FILE
 from shipyard.backends.resources import MachineResources, detect, plan_instances
+from shipyard.errors import ShipyardError
 from shipyard.runtime import launchers
+from shipyard.runtime.launchers import tf_config
 from shipyard.runtime.agent import script_environment
 from shipyard.spec.catalog import get_instance_type
 from shipyard.spec.job import JobSpec
@@ -27,10 +29,34 @@ class InstanceLaunch:
     env: dict[str, str]              # what the contract and the launcher add to the environment
 
 
-def free_port() -> int:
+# Bases tried before giving up on finding `span` free ports in a row.
+PORT_TRIES = 50
+
+
+def free_port(span: int = 1) -> int:
+    """A base port with base .. base + span - 1 all free now (TensorFlow's tasks take the ports above
+    the job's master_port, see tf_config)."""
+    for _ in range(PORT_TRIES):
+        base = _any_free_port()
+        if base + span <= 65536 and all(_bindable(port) for port in range(base, base + span)):
+            return base
+    raise ShipyardError(f"no {span} free ports in a row found on this machine after {PORT_TRIES} tries")
+
+
+def _any_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    # The wildcard address, as TensorFlow's servers bind it: taken on any interface means taken.
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
 
 
 def plan_job(
@@ -44,7 +70,8 @@ def plan_job(
         get_instance_type(spec.instance_type), spec.instance_count, machine or detect(), spec.oversubscribe
     )
     launches = []
-    for plan in backend.plan(spec, resources, master_port or free_port(), attempt):
+    port = master_port or free_port(tf_config.port_span(spec.instance_count))
+    for plan in backend.plan(spec, resources, port, attempt):
         env = plan.config.training_environment()
         launcher = launchers.select(env)
         launch = launcher.plan(env, plan.config.launch_context())

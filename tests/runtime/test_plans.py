@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ from shipyard.backends import sandbox
 from shipyard.backends.resources import MachineResources
 from shipyard.control.planning import plan_job
 from shipyard.contract import hyperparameters as hp
+from shipyard.errors import ShipyardError
 from shipyard.spec.job import JobSpec
 
 MACHINE = MachineResources(vcpus=8, memory_gib=32.0, gpus=())
@@ -91,3 +93,36 @@ def test_hosts_file_resolves_every_instance():
     addresses = {f"algo-{i}": sandbox.host_address(i) for i in (1, 2, 255)}
     text = sandbox.hosts_file(addresses)
     assert "127.0.1.1\talgo-1" in text and "127.0.1.2\talgo-2" in text and "127.0.2.1\talgo-255" in text
+
+
+def test_free_port_reserves_the_whole_span(monkeypatch):
+    """TensorFlow's tasks take the ports above master_port: a base whose block holds a taken port is
+    passed over, whatever address the taker bound."""
+    from shipyard.control import planning
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        real = planning._any_free_port
+        candidates = iter([port - 3])  # its block port-3 .. port holds the taken port
+        monkeypatch.setattr(planning, "_any_free_port", lambda: next(candidates, None) or real())
+        base = planning.free_port(span=4)
+        assert not base <= port <= base + 3
+        for free in range(base, base + 4):
+            socket.create_server(("", free)).close()
+
+
+def test_free_port_gives_up_clearly(monkeypatch):
+    from shipyard.control import planning
+
+    monkeypatch.setattr(planning, "_any_free_port", lambda: 65535)
+    with pytest.raises(ShipyardError, match="no 2 free ports in a row"):
+        planning.free_port(span=2)
+
+
+def test_a_job_reserves_two_ports_per_instance_for_tensorflow(tmp_path, monkeypatch):
+    from shipyard.control import planning
+
+    spans = []
+    monkeypatch.setattr(planning, "free_port", lambda span: spans.append(span) or 40000)
+    plan_job(_spec(count=3), tmp_path, MACHINE)
+    assert spans == [6]

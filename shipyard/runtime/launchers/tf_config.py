@@ -9,6 +9,8 @@ free `master_port`, one per task: host i of n (its place in the cluster list) ge
 
     master/worker (PS) and worker (MWMS):  master_port + i
     parameter server:                      master_port + n + i
+
+so a job reserves port_span(n) ports from its master_port (control.planning.free_port).
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 Address = Callable[[str], str]  # host name -> what other instances reach it by (LaunchContext.address)
+
+
+def port_span(host_count: int) -> int:
+    """How many ports from the base a job of host_count instances may use: a worker and a ps per host."""
+    return 2 * host_count
 
 
 def worker_port(base: int, hosts: list[str], host: str) -> int:

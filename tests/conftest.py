@@ -18,15 +18,17 @@ def home(tmp_path, monkeypatch):
     if (path / "shipyard.db").exists():
         import psutil
 
-        from shipyard.control.reconcile import controller_alive
+        from shipyard.control.reconcile import controller_alive, kill_leftovers
         from shipyard.store import Store
 
-        for record in Store(path).list_jobs():
+        store = Store(path)
+        for record in store.list_jobs():
             if not record.terminal and record.controller_pid and controller_alive(record):
                 try:
-                    psutil.Process(record.controller_pid).kill()  # its instances die with it
+                    psutil.Process(record.controller_pid).kill()  # sandboxed instances die with it
                 except psutil.NoSuchProcess:
                     pass
+                kill_leftovers(record.name, store.job_dir(record.name))
 
 
 @pytest.fixture(scope="session")

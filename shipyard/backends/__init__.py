@@ -4,6 +4,11 @@ line and environment of every instance) and starts them; the controller never ca
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from shipyard.backends.resources import InstanceResources, MachineResources
+    from shipyard.spec.job import JobSpec
 
 REGISTRY: dict[str, str] = {
     "local": "shipyard.backends.local:LocalBackend",
@@ -11,7 +16,52 @@ REGISTRY: dict[str, str] = {
 }
 
 
-def get_backend(name: str, **kwargs):
+class Instance(Protocol):
+    """A started instance as the controller sees it, whichever backend runs it."""
+
+    plan: Any        # the backend's plan_type
+    control: Any     # send(action, **fields): pause/resume requests to the agent (runtime/control.py)
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def location(self) -> str:
+        """Where it runs, for people: "pid 1234", "node 1a2b3c (10.0.0.7)"."""
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why it has not started yet (no capacity): the job shows Pending with this message."""
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Set when the instance vanished with its machine rather than its agent exiting: a spot
+        interruption for spot jobs, a platform failure naming the machine otherwise."""
+
+    def poll(self) -> int | None: ...
+
+    def terminate(self) -> None:
+        """The notice: SIGTERM to the agent and the script, which get their grace period."""
+
+    def kill(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+    plan_type: type
+
+    def instance_resources(self, spec: JobSpec, machine: MachineResources | None) -> list[InstanceResources]:
+        """Each instance's share of what it runs on."""
+
+    def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list:
+        """Pure: every instance's exact command line and agent configuration."""
+
+    def prepare(self, plan: Any) -> None: ...
+
+    def start(self, plan: Any) -> Instance: ...
+
+
+def get_backend(name: str, **kwargs) -> Backend:
     from shipyard.errors import unknown_name_error
 
     if name not in REGISTRY:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from shipyard.backends import sandbox
+from shipyard.backends.resources import InstanceResources, MachineResources, detect, plan_instances
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
@@ -65,6 +66,13 @@ class Instance:
     def host(self) -> str:
         return self.plan.host
 
+    @property
+    def location(self) -> str:
+        return f"pid {self.process.pid}"
+
+    waiting_for = None   # this machine's capacity was checked when the job was planned
+    lost_reason = None   # the machine running it is the controller's own
+
     def poll(self) -> int | None:
         return self.process.poll()
 
@@ -106,6 +114,13 @@ class LocalBackend:
 
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir
+
+    def instance_resources(self, spec: JobSpec, machine: MachineResources | None) -> list[InstanceResources]:
+        """Instances share this machine: sized types must fit side by side (backends/resources.py)."""
+        from shipyard.spec.catalog import get_instance_type
+
+        return plan_instances(get_instance_type(spec.instance_type), spec.instance_count, machine or detect(),
+                              spec.oversubscribe)
 
     def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[InstancePlan]:
         """Pure: what would run for every instance, given the resources each gets. Every attempt gets

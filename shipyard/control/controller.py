@@ -47,6 +47,7 @@ class JobController:
         self.readers: dict = {}
         self.attempt = 1
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
+        self.log_offsets: dict[str, int] = {}   # where a controller taking over starts reading host logs
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
@@ -92,9 +93,14 @@ class JobController:
     def _take_over(self) -> dict:
         """Continue a job whose controller died: its instances died with it, so the next attempt starts
         fresh instances that restore the checkpoints; time already run still counts against max_run."""
+        from shipyard.runtime.tail import end_of_last_line
+
         attempts = self.store.attempts(self.name)
         self.attempt = len(attempts) + 1
         self.run_seconds = sum(a["end_time"] - a["start_time"] for a in attempts if a["end_time"])
+        # Taken before the new instances start: the lines before were scraped by the dead controller (all
+        # but what was printed in its last poll interval), the lines after are this attempt's.
+        self.log_offsets = {h: end_of_last_line(self.store.log_path(self.name, h)) for h in self.spec.hosts}
         return self._plan_attempt()[0]
 
     def _run(self) -> None:
@@ -106,10 +112,9 @@ class JobController:
         if record.training_start_time is None:
             self.store.update_job(self.name, training_start_time=self.started_at)
         self.spot = SpotSimulator(self.spec)
-        # A controller that takes over reads the logs from where they end: the lines before were scraped
-        # by its predecessor (all but what it printed in its last poll interval).
         self.scrapers = [
-            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions, from_end=self.continuing)
+            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions,
+                       self.log_offsets.get(i.host, 0))
             for i in self.instances
         ]
         while True:
@@ -122,7 +127,8 @@ class JobController:
                 outcome = ending
             break
         self._scrape()
-        for problem in unmatched_report(self.spec.metric_definitions, self.scrapers):
+        before = {m["name"] for m in self.store.metrics(self.name)} if self.continuing else set()
+        for problem in unmatched_report(self.spec.metric_definitions, self.scrapers, before):
             self.store.add_event(self.name, "warning", problem)
         self._conclude(outcome)
 
@@ -131,8 +137,7 @@ class JobController:
 
         self.attempt = self.store.start_attempt(self.name, self.started_at)
         self.store.add_event(self.name, "info", f"attempt {self.attempt}: started {len(self.instances)} instance(s): "
-                             + ", ".join(f"{i.host} ({i.location})" if hasattr(i, "location")
-                                         else f"{i.host} (pid {i.process.pid})" for i in self.instances))
+                             + ", ".join(f"{i.host} ({i.location})" for i in self.instances))
         problem = self.instances[0].plan.sandbox_problem
         if problem and self.attempt == 1:
             self.store.add_event(self.name, "warning", f"instances run without a sandbox: {problem}; "
@@ -182,12 +187,15 @@ class JobController:
 
     def _waiting_for_capacity(self) -> str | None:
         """Instances of a backend that queues them (ray) say why they wait; shown as Pending."""
-        waiting = next((w for i in self.instances if (w := getattr(i, "waiting_for", None))), None)
+        waiting = next((i.waiting_for for i in self.instances if i.waiting_for), None)
         if waiting != self.waiting:
             self.waiting = waiting
             if waiting:
                 self.store.transition(self.name, "InProgress", "Pending", waiting)
             else:
+                # The attempt runs (and is billed) from when its instances had somewhere to run.
+                self.started_at = time.time()
+                self.store.update_attempt(self.name, self.attempt, start_time=self.started_at)
                 self.store.transition(self.name, "InProgress", "Starting", "Capacity found: starting the instances")
         return waiting
 
@@ -207,7 +215,7 @@ class JobController:
         from shipyard.control.retries import may_retry
 
         instance = next(i for i in self.instances if i.host == host)
-        lost = getattr(instance, "lost_reason", None)   # a backend whose instance can vanish with its node
+        lost = instance.lost_reason
         if lost and self.spec.use_spot_instances:
             return "interrupted", host
         reason = f"InternalServerError: {host}: {lost}" if lost else self._failure_reason(host)

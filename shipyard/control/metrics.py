@@ -13,8 +13,8 @@ from shipyard.spec.job import MetricDefinition
 
 
 class LogScraper:
-    def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...], from_end: bool = False) -> None:
-        self.host, self.tail = host, FileTail(path, from_end=from_end)
+    def __init__(self, host: str, path: Path, definitions: tuple[MetricDefinition, ...], offset: int = 0) -> None:
+        self.host, self.tail = host, FileTail(path, offset)
         self.patterns = [(d.name, re.compile(d.regex)) for d in definitions]
         self.matched: set[str] = set()
         self.unparsable: dict[str, str] = {}
@@ -39,8 +39,10 @@ class LogScraper:
         return rows
 
 
-def unmatched_report(definitions: tuple[MetricDefinition, ...], scrapers: list[LogScraper]) -> list[str]:
-    matched = set().union(*(s.matched for s in scrapers)) if scrapers else set()
+def unmatched_report(definitions: tuple[MetricDefinition, ...], scrapers: list[LogScraper],
+                     matched_before: set[str] = frozenset()) -> list[str]:
+    """`matched_before`: what an earlier controller of the same job already scraped."""
+    matched = set(matched_before).union(*(s.matched for s in scrapers))
     unparsable: dict[str, str] = {}
     for scraper in scrapers:
         unparsable.update(scraper.unparsable)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 from shipyard.backends import get_backend
 from shipyard.control.controller import PLAN_FILE
-from shipyard.backends.resources import MachineResources, detect, plan_instances
+from shipyard.backends.resources import MachineResources
 from shipyard.errors import ShipyardError
 from shipyard.runtime import launchers
 from shipyard.runtime.launchers import tf_config
 from shipyard.runtime.agent import script_environment
-from shipyard.spec.catalog import get_instance_type
 from shipyard.spec.job import JobSpec
 
 
@@ -64,11 +63,7 @@ def plan_job(
     attempt: int = 1,
 ) -> list[InstanceLaunch]:
     backend = get_backend(spec.backend, job_dir=job_dir)
-    # A backend that places instances on other machines (ray) sizes them itself; this machine is irrelevant.
-    sized = getattr(backend, "instance_resources", None)
-    resources = sized(spec) if sized else plan_instances(
-        get_instance_type(spec.instance_type), spec.instance_count, machine or detect(), spec.oversubscribe
-    )
+    resources = backend.instance_resources(spec, machine)
     launches = []
     port = master_port or free_port(tf_config.port_span(spec.instance_count))
     for plan in backend.plan(spec, resources, port, attempt):

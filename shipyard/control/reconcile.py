@@ -1,8 +1,8 @@
 """Noticing a controller that died: a job whose controller process is gone but whose record still says
 InProgress is not in a true state. Any command that reads the job reconciles it first.
 
-A dead controller took its instances with it (their sandboxes die with their parent), so nothing is left
-running. It is a platform failure: the attempt it was running ends Failed, and the job continues with a
+A dead controller takes its instances with it (their sandboxes die with their parent; without a sandbox
+the agents do, and their processes are killed here), so nothing is left running. It is a platform failure: the attempt it was running ends Failed, and the job continues with a
 new controller and a new attempt that restores the checkpoints when `max_retry_attempts` has a retry
 left; otherwise the job ends Failed, naming the controller. One process decides (a lock per job), so
 two commands that notice at once never start two controllers."""
@@ -64,11 +64,24 @@ def reconcile(store: Store, name: str) -> JobRecord:
     return store.get_job(name)
 
 
+def kill_leftovers(name: str, job_dir: Path) -> None:
+    """Without a sandbox an agent dies with its controller (PR_SET_PDEATHSIG) but its script, torchrun's
+    workers and sidecars do not. They carry the job's name and its directory in their environment."""
+    for proc in psutil.process_iter():
+        try:
+            env = proc.environ()
+            if env.get("TRAINING_JOB_NAME") == name and str(job_dir) in env.get("PYTHONPATH", ""):
+                proc.kill()
+        except psutil.Error:
+            continue
+
+
 def _take_over(store: Store, record: JobRecord) -> None:
     from shipyard.control.controller import spawn
     from shipyard.control.retries import may_retry, record_retry
 
     name = record.name
+    kill_leftovers(name, store.job_dir(name))
     reason = (f"InternalServerError: the job's controller (pid {record.controller_pid}) stopped while the job "
               f"was {record.secondary_status}; its log is {store.job_dir(name) / 'controller.log'}")
     attempts = store.attempts(name)

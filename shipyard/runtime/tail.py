@@ -8,10 +8,8 @@ from pathlib import Path
 
 
 class FileTail:
-    def __init__(self, path: Path, from_end: bool = False) -> None:
-        self.path, self.offset = Path(path), 0
-        if from_end:
-            self.offset = _end_of_last_line(self.path)
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path, self.offset = Path(path), offset
 
     def read(self, final: bool = False) -> list[str]:
         try:
@@ -25,13 +23,15 @@ class FileTail:
         return data[:end].decode(errors="replace").splitlines()
 
 
-def _end_of_last_line(path: Path, window: int = 1 << 16) -> int:
-    """The offset just after the file's last complete line (a line being written is read later)."""
+def end_of_last_line(path: Path, window: int = 1 << 16) -> int:
+    """The offset just after the file's last complete line (a line being written is read later), or the
+    end of the file when its last `window` bytes hold no line break."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, 2)
             start = max(0, size - window)
             f.seek(start)
-            return start + f.read().rfind(b"\n") + 1
+            newline = f.read().rfind(b"\n")
     except FileNotFoundError:
         return 0
+    return start + newline + 1 if newline >= 0 or start == 0 else size

@@ -268,7 +268,7 @@ class Store:
         return number
 
     def update_attempt(self, name: str, number: int, **fields: object) -> None:
-        unknown = set(fields) - {"end_time", "outcome", "reason", "restored_checkpoint"}
+        unknown = set(fields) - {"start_time", "end_time", "outcome", "reason", "restored_checkpoint"}
         if unknown:
             raise TypeError(f"not updatable: {sorted(unknown)}")
         sets = ", ".join(f"{key}=?" for key in fields)

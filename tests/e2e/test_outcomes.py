@@ -178,6 +178,20 @@ def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wa
     assert "up" in log.read_text()  # logs survive
 
 
+def test_killed_controller_without_a_sandbox_leaves_no_script_running(home, tmp_path, monkeypatch, wait_for_line):
+    """Without a sandbox nothing kills a script when its agent dies: the command that notices the dead
+    controller does."""
+    monkeypatch.setenv("SHIPYARD_SANDBOX", "off")
+    job, log, controller = _two_running_instances(tmp_path, wait_for_line)
+    scripts = [p for p in controller.children(recursive=True) if "train.py" in " ".join(p.cmdline())]
+    assert len(scripts) == 2
+    controller.send_signal(signal.SIGKILL)
+    controller.wait(10)
+    assert job.describe()["TrainingJobStatus"] == "Failed"
+    gone, alive = psutil.wait_procs(scripts, timeout=10)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
 def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path, monkeypatch):
     monkeypatch.setenv("SHIPYARD_SANDBOX", "off")
     source = _source(tmp_path, {"train.py": """

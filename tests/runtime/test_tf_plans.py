@@ -64,7 +64,7 @@ def test_parameter_server_plan_per_instance(tmp_path, monkeypatch):
         assert server.env["CUDA_VISIBLE_DEVICES"] == ""
         assert json.loads(server.env["TF_CONFIG"]) == {
             "cluster": cluster, "environment": "cloud", "task": {"index": index, "type": "ps"}}
-        assert server.sidecars == []
+        assert server.sidecars == [] and server.name == f"parameter server ps:{index}"
     # the toolkit's key order, byte for byte
     assert plans[0][1].env["TF_CONFIG"] == (
         '{"cluster": {"master": ["127.0.1.1:40000"], "ps": ["127.0.1.1:40003", "127.0.1.2:40004", '

@@ -28,9 +28,11 @@ class LaunchContext:
 class LaunchPlan:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    # Processes the agent starts before argv and stops (SIGTERM, then waits) once argv has exited,
-    # e.g. TensorFlow's parameter server on every instance.
+    # Processes the agent starts before argv, e.g. TensorFlow's parameter server on every instance. One
+    # that exits while argv runs fails the instance. Once argv has succeeded they get SIGTERM and time to
+    # finish (then SIGKILL); after a failure or a stop they are SIGKILLed at once.
     sidecars: list[LaunchPlan] = field(default_factory=list)
+    name: str = ""  # what a sidecar is called in the log and in the failure it causes
 
 
 class Launcher(Protocol):

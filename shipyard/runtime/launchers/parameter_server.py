@@ -40,12 +40,14 @@ class ParameterServer:
         server = LaunchPlan(
             argv=[ctx.python, "-m", __name__],
             env={"TF_CONFIG": json.dumps(ps), "CUDA_VISIBLE_DEVICES": ""},  # the toolkit hides GPUs from it
+            name=f"parameter server ps:{ps['task']['index']}",
         )
         argv = entry_point.command(env.layout.code_dir, env.user_entry_point, env.user_args, ctx.python)
         return LaunchPlan(argv=argv, env={"TF_CONFIG": json.dumps(worker)}, sidecars=[server])
 
 
-def _is_up(endpoint: str) -> bool:
+def is_up(endpoint: str) -> bool:
+    """Whether a task's gRPC port accepts connections (also used by scripts that wait for the chief)."""
     host, _, port = endpoint.rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
@@ -65,6 +67,7 @@ def serve() -> int:
     import tensorflow as tf
 
     task = config["task"]
+    # It binds every interface: TensorFlow's gRPC server takes no bind address (docs/contract.md).
     tf.distribute.Server(
         tf.train.ClusterSpec(config["cluster"]), job_name="ps", task_index=task["index"],
         config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}), start=True,
@@ -72,7 +75,7 @@ def serve() -> int:
     print(f"parameter server ps:{task['index']} listening on {config['cluster']['ps'][task['index']]}", flush=True)
     signal.sigwait(stop)
     if task["index"] != 0:  # ps:0 is on the master's own host
-        while _is_up(config["cluster"]["master"][0]):
+        while is_up(config["cluster"]["master"][0]):
             time.sleep(MASTER_POLL_SECONDS)
     return 0
 

@@ -3,9 +3,10 @@ what this instance saw (written to output/data, so it comes back in output.tar.g
 
 import json
 import os
-import socket
 
 import numpy as np
+
+from shipyard.runtime.launchers.parameter_server import is_up  # noqa: F401  (the scripts wait on the chief with it)
 
 SAMPLES, FEATURES = 256, 4
 
@@ -34,11 +35,3 @@ def record(**fields) -> None:
     with open(os.path.join(out, f"{os.environ['SM_CURRENT_HOST']}.json"), "w") as f:
         json.dump({"tf_config": json.loads(os.environ["TF_CONFIG"]), **fields}, f)
 
-
-def is_up(endpoint: str) -> bool:
-    host, _, port = endpoint.rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError:
-        return False
-    return True

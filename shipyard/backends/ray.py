@@ -38,6 +38,9 @@ PULL_SECONDS = 0.2          # how often a running instance's new log lines and e
 CALL_TIMEOUT_SECONDS = 60.0  # a node that does not answer a call in this long is treated as unreachable
 WAIT_POLL_SECONDS = 1.0      # how often a waiting placement group is checked (and its message renewed)
 LOST_EXIT_CODE = 137         # what poll() says for an instance whose node or actor died
+# What the host log says when an actor call raised on the node, by call.
+FAILED_CALLS = {"start": "could not start", "pull": "could not read the logs and events of",
+                "collect": "could not fetch the model and output of"}
 # What the agent on a node gets of the controller's environment: storage endpoints and credentials.
 FORWARDED_ENV_PREFIXES = ("SHIPYARD_", "AWS_")
 
@@ -100,7 +103,7 @@ class RayBackend:
         self.job_dir = job_dir
         self._placement: Placement | None = None
 
-    def instance_resources(self, spec: JobSpec) -> list:
+    def instance_resources(self, spec: JobSpec, machine=None) -> list:
         """Each instance's share, from the resource mapping (the submitting machine's size is irrelevant)."""
         from shipyard.backends.resources import InstanceResources
         from shipyard.spec.catalog import get_instance_type
@@ -279,28 +282,22 @@ class RayInstance:
     # -- started by the placement ---------------------------------------------------------------
     def _launch(self, group, index: int, placed: dict[str, tuple[str, str]]) -> None:
         ray = _ray()
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        from shipyard.backends.ray_actor import InstanceActor
-
-        if self.placement.cancelled:
+        # Under the lock that _finish takes: a terminate() or kill() either comes first and no actor is
+        # made, or finds the actor and stops it (an actor made after _finish would run unwatched).
+        with self._finishing:
+            if self._code is None and not self.placement.cancelled:
+                self.node_id, self.node_address = placed[self.host]
+                self.actor = _new_actor(self.plan.bundle, group, index, f"{self.placement.name}:{self.host}")
+        if self.actor is None:
             self._finish(143)
             return
-        bundle = self.plan.bundle
-        self.node_id, self.node_address = placed[self.host]
-        self.actor = ray.remote(InstanceActor).options(
-            num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),
-            resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
-            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
-            max_restarts=0, max_concurrency=4, name=f"{self.placement.name}:{self.host}",
-        ).remote()
         environment = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
         addresses = {host: address for host, (_, address) in placed.items()}
         try:
             where = ray.get(self.actor.start.remote(self.plan.node.to_dict(), addresses, environment,
                                                     self.plan.cpus_from_node), timeout=CALL_TIMEOUT_SECONDS)
         except Exception as exc:
-            self._gone(exc, starting=True)
+            self._gone(exc, "start")
             return
         self.pid = where["pid"]
         self.mirror.note(f"{self.host} started on {self.location}")
@@ -309,15 +306,22 @@ class RayInstance:
 
     def _pull_until_exit(self) -> None:
         ray = _ray()
+        unanswered_since: float | None = None
         while self._code is None:
             try:
                 chunk = ray.get(self.actor.pull.remote(*self.mirror.offsets()), timeout=CALL_TIMEOUT_SECONDS)
-            except ray.exceptions.ActorUnavailableError:
-                time.sleep(PULL_SECONDS)    # a transient network problem; the actor is still there
+            except ray.exceptions.ActorUnavailableError as exc:
+                # Transient (a network problem; the actor is still there) unless it lasts.
+                unanswered_since = unanswered_since or time.monotonic()
+                if time.monotonic() - unanswered_since >= CALL_TIMEOUT_SECONDS:
+                    self._gone(exc, "pull")
+                    return
+                time.sleep(PULL_SECONDS)
                 continue
             except Exception as exc:
-                self._gone(exc)
+                self._gone(exc, "pull")
                 return
+            unanswered_since = None
             self.mirror.apply(chunk["log"], chunk["events"], chunk["heartbeats"])
             if chunk["more"]:
                 continue
@@ -332,22 +336,29 @@ class RayInstance:
             self.mirror.apply_artifacts(ray.get(self.actor.artifacts.remote(), timeout=CALL_TIMEOUT_SECONDS))
             ray.get(self.actor.cleanup.remote(), timeout=CALL_TIMEOUT_SECONDS)
         except Exception as exc:
-            self._gone(exc)
+            self._gone(exc, "collect")
             return
         self._finish(code)
 
-    def _gone(self, exc: Exception, starting: bool = False) -> None:
-        """The actor's call failed: its node died, the actor died, or the start itself failed."""
+    def _gone(self, exc: Exception, call: str) -> None:
+        """The actor's `call` (one of FAILED_CALLS) failed: its node died, the actor died or stopped
+        answering, or our code on the node raised."""
         ray = _ray()
+        if self._code is not None:
+            return   # stopped meanwhile: the failure is the stop's doing
         if isinstance(exc, ray.exceptions.RayTaskError):   # an error of ours on the node, not a loss
-            self.mirror.note(f"could not start {self.host} on {self.location}: {exc.cause if exc.cause else exc}")
+            self.mirror.note(f"{FAILED_CALLS[call]} {self.host} on {self.location}: {exc.cause if exc.cause else exc}")
             self._finish(1)
             return
         node = f"node {self.node_id} ({self.node_address})"
         alive = any(n["NodeID"] == self.node_id and n["Alive"] for n in _nodes())
-        self.lost_reason = (f"{node} died" if not alive
-                            else f"its Ray actor on {node} died{' while starting' if starting else ''}: "
-                                 f"{type(exc).__name__}")
+        if not alive:
+            self.lost_reason = f"{node} died"
+        elif isinstance(exc, ray.exceptions.ActorUnavailableError):
+            self.lost_reason = f"its Ray actor on {node} did not answer for {CALL_TIMEOUT_SECONDS:g}s"
+        else:
+            self.lost_reason = (f"its Ray actor on {node} died{' while starting' if call == 'start' else ''}: "
+                                f"{type(exc).__name__}")
         self.mirror.note(f"{self.host} lost: {self.lost_reason}")
         self._finish(LOST_EXIT_CODE)
 
@@ -368,28 +379,49 @@ class RayInstance:
         self.placement.release(self.host)
 
     # -- the controller's orders ----------------------------------------------------------------
+    def _actor_or_cancel(self):
+        """The actor, or None and no actor will be made (checked under _launch's lock)."""
+        with self._finishing:
+            if self.actor is None:
+                self.placement.cancelled = True
+            return self.actor
+
     def terminate(self) -> None:
         """The notice: SIGTERM to the agent and the script on the node. An instance still waiting for
         capacity is simply not started."""
-        if self.actor is None:
-            self.placement.cancelled = True
+        actor = self._actor_or_cancel()
+        if actor is None:
             self._finish(143)
             return
-        self.actor.terminate.remote()
+        actor.terminate.remote()
 
     def kill(self) -> None:
         """SIGKILL everything on the node, then keep what it left (streams and artifacts) and go."""
-        if self.actor is None:
-            self.placement.cancelled = True
+        actor = self._actor_or_cancel()
+        if actor is None:
             self._finish(137)
             return
         try:
-            _ray().get(self.actor.kill.remote(), timeout=CALL_TIMEOUT_SECONDS)
+            _ray().get(actor.kill.remote(), timeout=CALL_TIMEOUT_SECONDS)
         except Exception:
             pass
         if self._pump is not None:
             self._pump.join(timeout=CALL_TIMEOUT_SECONDS)
         self._finish(137)
+
+
+def _new_actor(bundle: dict[str, float], group, index: int, name: str):
+    """An InstanceActor taking the whole of bundle `index` of the placement group."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from shipyard.backends.ray_actor import InstanceActor
+
+    return _ray().remote(InstanceActor).options(
+        num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),
+        resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
+        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
+        max_restarts=0, max_concurrency=4, name=name,
+    ).remote()
 
 
 def _nodes() -> list[dict]:

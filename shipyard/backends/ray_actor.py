@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from shipyard.backends import ray_streams
@@ -23,10 +24,22 @@ class InstanceActor:
         self.plan = None
         self.log_start = 0
         self.beats_seen: dict[str, int] = {}
+        # Calls run in threads: a terminate or kill that comes while start() runs waits for it, and
+        # one that comes before it is kept (`stop`) and done as soon as the instance is started.
+        self.lock = threading.Lock()
+        self.stop: str | None = None
 
     def start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
               cpus_from_node: bool) -> dict:
         """Lay out and start the instance; returns where it runs."""
+        with self.lock:
+            where = self._start(plan, host_addresses, environment, cpus_from_node)
+            if self.stop is not None:
+                getattr(self.instance, self.stop)()
+            return where
+
+    def _start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
+               cpus_from_node: bool) -> dict:
         import ray
 
         from shipyard.backends import resources, sandbox
@@ -71,10 +84,17 @@ class InstanceActor:
         return ray_streams.pack_artifacts(self.plan.ml_dir)
 
     def terminate(self) -> None:
-        self.instance.terminate()
+        self._stop("terminate")
 
     def kill(self) -> None:
-        self.instance.kill()
+        self._stop("kill")
+
+    def _stop(self, how: str) -> None:
+        with self.lock:
+            if self.instance is None:
+                self.stop = how
+            else:
+                getattr(self.instance, how)()
 
     def control(self, action: str, fields: dict) -> None:
         self.instance.control.send(action, **fields)

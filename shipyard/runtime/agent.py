@@ -29,7 +29,7 @@ from shipyard.runtime import launchers
 from shipyard.runtime.config import AgentConfig
 from shipyard.runtime.control import CONTROL_FILE, CONTROL_POLL_SECONDS, ControlChannel
 from shipyard.runtime.events import EventWriter
-from shipyard.runtime.failure import failure_message
+from shipyard.runtime.failure import error_excerpt, failure_message
 
 # Left over from a parent launched under torchrun they would join the wrong process group.
 _INHERITED_DIST_VARS = (
@@ -42,6 +42,13 @@ _INHERITED_DIST_VARS = (
 RESUME_CHECK_STEPS = 3
 # The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
 FLUSH_SECONDS = 300.0
+# How often the sidecars are looked at while the entry point runs.
+SIDECAR_POLL_SECONDS = 0.5
+# After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
+# non-leader's parameter server waits for the master's script) before it is killed.
+SIDECAR_STOP_SECONDS = 300.0
+# When a sidecar died, how long the entry point gets after SIGTERM before it is killed.
+SCRIPT_STOP_SECONDS = 10.0
 
 
 class StopRequested(Exception):
@@ -50,6 +57,10 @@ class StopRequested(Exception):
 
 class InstallError(ShipyardError):
     pass
+
+
+class SidecarExited(ShipyardError):
+    """A launcher's side process ended while the entry point ran (the script would wait for it forever)."""
 
 
 class Agent:
@@ -165,7 +176,7 @@ class Agent:
                 kind = "InstallModuleError" if "." in argv else "InstallRequirementsError"
                 raise InstallError(f"{kind}:\nExitCode {done.returncode}\nCommand \"{' '.join(argv)}\"")
 
-    def execute(self, argv: list[str], env: dict[str, str]) -> int:
+    def execute(self, argv: list[str], env: dict[str, str], sidecars: list = ()) -> int:
         self._check_stop()
         self.say("running: " + " ".join(argv))
         self.child = subprocess.Popen(
@@ -174,7 +185,12 @@ class Agent:
         )
         if self.stopping:  # SIGTERM arrived between the check and the start
             self.child.send_signal(signal.SIGTERM)
-        return self.child.wait()
+        while True:
+            try:
+                return self.child.wait(timeout=SIDECAR_POLL_SECONDS if sidecars else None)
+            except subprocess.TimeoutExpired:
+                if not (self.stopping or self.pausing):  # then sidecars end on purpose
+                    self._check_sidecars(sidecars, argv)
 
     # -- the whole run ------------------------------------------------------------------------
     def run(self) -> int:
@@ -201,7 +217,7 @@ class Agent:
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
-        except InstallError as exc:
+        except (InstallError, SidecarExited) as exc:
             code = self._fail(str(exc))
         except ShipyardError as exc:
             code = self._fail(f"ClientError: {exc}")
@@ -253,33 +269,59 @@ class Agent:
         """Run the launcher's command for this instance; returns it and its exit code."""
         plan = launcher.plan(env, self.config.launch_context())
         self.events.emit("phase", phase="Training", launcher=launcher.name)
-        sidecars, code = self._start_sidecars(plan.sidecars, env), None
+        sidecars: list[tuple[str, subprocess.Popen]] = []
+        code = None
         try:
-            code = self.execute(plan.argv, self._with_resume_check(script_environment(self.config, env, plan.env)))
+            self._start_sidecars(plan.sidecars, env, sidecars)
+            script_env = self._with_resume_check(script_environment(self.config, env, plan.env))
+            code = self.execute(plan.argv, script_env, sidecars)
         finally:
             self._stop_sidecars(sidecars, wait=code == 0)
         return plan.argv, code
 
-    def _start_sidecars(self, plans: list, env: TrainingEnvironment) -> list[subprocess.Popen]:
-        """The launcher's side processes (TF's parameter server), started before the entry point."""
-        procs = []
+    def _start_sidecars(self, plans: list, env: TrainingEnvironment, started: list) -> None:
+        """The launcher's side processes (TF's parameter server), started before the entry point; each is
+        added to `started` as it starts, so those already running are stopped if a later one fails to."""
         for plan in plans:
             self.say("starting beside it: " + " ".join(plan.argv))
-            procs.append(subprocess.Popen(
+            started.append((plan.name or " ".join(plan.argv), subprocess.Popen(
                 plan.argv, cwd=self.layout.code_dir, env=script_environment(self.config, env, plan.env),
                 stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd,
-            ))
-        return procs
+            )))
 
-    def _stop_sidecars(self, procs: list[subprocess.Popen], wait: bool) -> None:
+    def _check_sidecars(self, sidecars: list, argv: list[str]) -> None:
+        """A sidecar that ended fails the instance, naming it, instead of leaving the script blocked."""
+        for name, proc in sidecars:
+            if proc.poll() is None:
+                continue
+            excerpt = error_excerpt(Path(self.config.log_path))  # its own output, before the script's last words
+            self.say(f"{name} exited with code {proc.returncode} while the entry point was running; stopping it")
+            self.child.send_signal(signal.SIGTERM)
+            try:
+                self.child.wait(timeout=SCRIPT_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
+            raise SidecarExited(
+                f'ExecuteUserScriptError:\nExitCode {proc.returncode}\nErrorMessage "{name} exited with code '
+                f'{proc.returncode} while the entry point was running:\n{excerpt}"\nCommand "{" ".join(argv)}"'
+            )
+
+    def _stop_sidecars(self, sidecars: list, wait: bool) -> None:
         """After the entry point succeeded, SIGTERM and let them finish their work (a parameter server
-        waits until the leader is done); after a failure or a stop, kill them so the outcome is not held up."""
-        for proc in procs:
+        waits until the leader is done) for up to SIDECAR_STOP_SECONDS; after a failure or a stop, kill
+        them so the outcome is not held up."""
+        for _, proc in sidecars:
             proc.send_signal(signal.SIGTERM if wait else signal.SIGKILL)
-        for proc in procs:
+        deadline = time.monotonic() + SIDECAR_STOP_SECONDS
+        for name, proc in sidecars:
             while proc.poll() is None:
-                if self.stopping:
+                if self.stopping or time.monotonic() >= deadline:
+                    if not self.stopping:
+                        self.say(f"{name} still running {SIDECAR_STOP_SECONDS:.0f}s after SIGTERM; killing it")
                     proc.kill()
+                    proc.wait()
+                    break
                 time.sleep(0.2)
 
     # -- a restart that ignores its checkpoint ----------------------------------------------------

@@ -25,30 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRIPT = '''\
-import argparse, time
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
+sys.path.insert(0, str(Path(__file__).parent))
+from run import SCRIPT  # noqa: E402  (the same DDP script as run.py's, with a larger model)
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=100)
-args, _ = parser.parse_known_args()
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-torch.manual_seed(0)
-model = DDP(nn.Linear(256, 256))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(1, args.steps + 1):
-    optimizer.zero_grad()
-    model(torch.randn(32, 256)).pow(2).mean().backward()
-    optimizer.step()
-    if rank == 0 and step in (1, args.steps):
-        print(f"BENCH_STEP {step} ts={time.time():.6f}", flush=True)
-dist.destroy_process_group()
-'''
 STEP = re.compile(r"BENCH_STEP (\d+) ts=([0-9.]+)")
+MODEL = {"inputs": 256, "outputs": 256, "batch": 32}   # the script's arguments: Linear(256, 256), batch 32
 
 
 def run_job(backend: str, source: Path, steps: int) -> dict[str, float]:
@@ -56,7 +37,7 @@ def run_job(backend: str, source: Path, steps: int) -> dict[str, float]:
 
     submitted = time.time()
     est = PyTorch(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
-                  distribution={"torch_distributed": {"enabled": True}}, hyperparameters={"steps": steps},
+                  distribution={"torch_distributed": {"enabled": True}}, hyperparameters={"steps": steps, **MODEL},
                   backend=backend, max_run=600, stop_grace_seconds=5, hang_timeout_seconds=0)
     est.fit(wait=True, logs="None")
     job = est.latest_training_job

@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+# The DDP script of this benchmark and of ray_backend.py: rank 0 prints BENCH_STEP for the first and the
+# last step; the model's and the batch's sizes are arguments (their defaults are this benchmark's).
 SCRIPT = '''\
 import time; print(f"BENCH_START ts={time.time():.6f}", flush=True)
 import argparse
@@ -50,17 +52,22 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=10)
+parser.add_argument("--inputs", type=int, default=32)
+parser.add_argument("--outputs", type=int, default=4)
+parser.add_argument("--batch", type=int, default=16)
 args, _ = parser.parse_known_args()
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 print(f"BENCH_INIT rank={rank} ts={time.time():.6f}", flush=True)
 torch.manual_seed(0)
-model = DDP(nn.Linear(32, 4))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(args.steps):
+model = DDP(nn.Linear(args.inputs, args.outputs))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(1, args.steps + 1):
     optimizer.zero_grad()
-    model(torch.randn(16, 32)).pow(2).mean().backward()  # one gradient allreduce per step
+    model(torch.randn(args.batch, args.inputs)).pow(2).mean().backward()  # one gradient allreduce per step
     optimizer.step()
+    if rank == 0 and step in (1, args.steps):
+        print(f"BENCH_STEP {step} ts={time.time():.6f}", flush=True)
 total = torch.ones(1)
 dist.all_reduce(total)
 print(f"BENCH_END rank={rank} world={int(total)} ts={time.time():.6f}", flush=True)

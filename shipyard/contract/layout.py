@@ -10,6 +10,9 @@ from pathlib import Path
 from shipyard.errors import ValidationError
 
 SANDBOX_BASE = Path("/opt/ml")
+# The empty file a script writes last in a multi-file checkpoint directory under checkpoints_dir: the
+# checkpoint sync and shipyard.parallel treat a directory as a checkpoint only once it is there.
+MARKER = ".complete"
 
 
 @dataclass(frozen=True)

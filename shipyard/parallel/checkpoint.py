@@ -8,12 +8,16 @@ ZeroRedundancyOptimizer's state is consolidated on rank 0 into `zero-optimizer.p
 laid out by rank, not by parameter name, so DCP cannot reshard them).
 
 Every host's first process writes meta.json and the marker, after all ranks have written their files,
-so a host's copy of a checkpoint directory is marked once that host's part is whole."""
+so a host's copy of a checkpoint directory is marked once that host's part is whole. With one
+checkpoint directory per host synced to one URI, a marker can reach the URI before another host's
+files, so load_checkpoint trusts a marked directory only when every file DCP's `.metadata` lists (all
+ranks' shards) is there whole, and the ranks agree on one step: the newest that is loadable on all."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -25,9 +29,9 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
+from shipyard.contract.layout import MARKER
 from shipyard.parallel import process_group
 from shipyard.parallel.optimizer import ParallelOptimizer, inner
-from shipyard.runtime.checkpoints import MARKER
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
 ZERO_FILE = "zero-optimizer.pt"
@@ -82,7 +86,7 @@ def save_checkpoint(path: str | os.PathLike, model, optimizer, step: int, *, kee
     _barrier()
     if _local_leader():
         meta = {"step": step, "world_size": process_group.world_size(),
-                "optimizer_state": _has_state(inner(optimizer)),
+                "optimizer_state": _has_state(inner(optimizer)), "zero": isinstance(zero, ZeroRedundancyOptimizer),
                 "strategies": list(getattr(model, "shipyard_strategies", ())),
                 "optimizer_extra": optimizer.extra_state() if isinstance(optimizer, ParallelOptimizer) else None}
         _atomic_write(directory / "meta.json", lambda tmp: tmp.write_text(json.dumps(meta)))
@@ -104,14 +108,60 @@ def complete_checkpoints(path: str | os.PathLike) -> list[Path]:
     return [d for _, d in sorted(found)]
 
 
+def _step(directory: Path) -> int:
+    return int(STEP_DIR.match(directory.name).group(1))
+
+
+def _loadable(directory: Path) -> bool:
+    """Whether a marked directory holds the whole checkpoint: meta.json, DCP's `.metadata` and, at least
+    as long as `.metadata` says, every shard file it lists (every rank's), and the ZeRO file if any."""
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+        storage = dcp.FileSystemReader(str(directory)).read_metadata().storage_data
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+        return False
+    needed: dict[str, int] = {}
+    for item in storage.values():
+        needed[item.relative_path] = max(needed.get(item.relative_path, 0), item.offset + item.length)
+    if meta.get("zero") and meta.get("optimizer_state"):
+        needed[ZERO_FILE] = 1
+    for name, size in needed.items():
+        file = directory / name
+        if not file.is_file() or file.stat().st_size < size:
+            return False
+    return True
+
+
+def _agree(steps: set[int]) -> int:
+    """The newest step in every rank's `steps`, -1 when there is none. Each round takes the minimum over
+    the ranks of each one's newest candidate; a rank lacking that step (pruned, or partial there) makes
+    the next round look below it."""
+    if process_group.world_size() == 1:
+        return max(steps, default=-1)
+    below = None
+    while True:
+        mine = max((s for s in steps if below is None or s < below), default=-1)
+        step = _all_reduce(mine, dist.ReduceOp.MIN)
+        if not _all_reduce(int(step != -1 and step not in steps), dist.ReduceOp.MAX):
+            return step
+        below = step
+
+
+def _all_reduce(value: int, op) -> int:
+    tensor = torch.tensor([value], dtype=torch.int64, device=process_group.device())
+    dist.all_reduce(tensor, op=op)
+    return int(tensor.item())
+
+
 def load_checkpoint(path: str | os.PathLike, model, optimizer=None) -> int:
-    """Load the newest complete checkpoint under `path` into model (and optimizer); return its step,
-    or 0 when there is none (a fresh start). Every rank must call it."""
+    """Load the newest checkpoint under `path` that is whole on every rank into model (and optimizer);
+    return its step, or 0 when there is none (a fresh start). Every rank must call it."""
     process_group.init()
-    found = complete_checkpoints(path)
-    if not found:
+    steps = {_step(d): d for d in complete_checkpoints(path) if _loadable(d)}
+    step = _agree(set(steps))
+    if step == -1:
         return 0
-    directory = found[-1]
+    directory = steps[step]
     meta = json.loads((directory / "meta.json").read_text())
     plain = inner(optimizer)
     with_optimizer = plain is not None and meta.get("optimizer_state", True)

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from shipyard.errors import ValidationError
+
 
 class ParallelOptimizer(Optimizer):
     def __init__(self, optimizer: Optimizer) -> None:  # noqa: D107 - Optimizer.__init__ would re-add params
@@ -43,6 +45,11 @@ class ParallelOptimizer(Optimizer):
         return [p for group in self.param_groups for p in group["params"] if p.grad is not None]
 
     def step(self, closure=None):
+        if closure is not None and self.scaler is not None:
+            # GradScaler.step takes no closure: it would be dropped silently and the step taken without it.
+            raise ValidationError("closure", getattr(closure, "__qualname__", closure),
+                                  "fp16 loss scaling does not take an optimizer.step(closure); "
+                                  "call loss.backward() then optimizer.step() with no closure")
         self.micro_step += 1
         if self.micro_step < self.accumulation:
             return None
@@ -89,8 +96,6 @@ def rebind(optimizer: Optimizer, before: dict[int, str], model: torch.nn.Module)
     that replace parameters (fully_shard, parallelize_module, pipeline splitting) need it; `before` maps
     id(old parameter) -> its name. Parameters no longer on this rank are dropped."""
     if optimizer.state:
-        from shipyard.errors import ValidationError
-
         raise ValidationError("optimizer", type(optimizer).__name__,
                               "has state already; call prepare() before the first optimizer step")
     current = dict(model.named_parameters())

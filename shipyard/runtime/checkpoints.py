@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard.contract.layout import MARKER
 from shipyard.errors import StorageError
 from shipyard.storage import transfer
 from shipyard.storage.uri import filesystem, join
 
-MARKER = ".complete"
 WORKERS = 8
 # A file seen replaced (a new inode: written elsewhere and renamed over it) this many scans in a row, by a
 # script that checkpoints more often than the sync interval, is uploaded anyway from one whole version,

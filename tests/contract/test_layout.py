@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.contract.layout import SANDBOX_BASE, Layout
+from shipyard.contract.layout import MARKER, SANDBOX_BASE, Layout
 from shipyard.errors import ValidationError
 
 
@@ -80,3 +80,11 @@ def test_create_refuses_a_bad_channel_before_making_anything(tmp_path):
     with pytest.raises(ValidationError):
         layout.create(["ok", ".."])
     assert not (tmp_path / "ml").exists()
+
+
+def test_the_checkpoint_marker_is_one_constant_of_the_contract():
+    from shipyard.parallel import checkpoint
+    from shipyard.runtime import checkpoints
+
+    assert MARKER == ".complete"  # documented in docs/checkpoints.md: scripts write this name
+    assert checkpoints.MARKER is MARKER and checkpoint.MARKER is MARKER

@@ -121,3 +121,20 @@ def test_placement_strategy_arranges_model_parallel_groups():
     assert cluster.grid[:, :, 0].tolist() == [[0, 1], [2, 3]]  # a pipeline on neighbouring ranks
     assert spread.grid[:, :, 0].tolist() == [[0, 2], [1, 3]]   # a pipeline spread over the world
     assert (cluster.dp_rank, cluster.pp_rank) == (0, 1) and (spread.dp_rank, spread.pp_rank) == (1, 0)
+
+
+def test_a_closure_under_fp16_loss_scaling_is_refused_not_dropped():
+    def closure():
+        calls.append(1)
+        return model(torch.ones(3, 4)).sum()
+
+    calls: list[int] = []
+    model = _mlp()
+    model, optimizer = sp.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), fp16=True)
+    with pytest.raises(ValidationError, match=r"closure='.*closure': fp16 loss scaling does not take"):
+        optimizer.step(closure)
+    assert optimizer.micro_step == 0 and calls == []
+    model = _mlp()
+    model, optimizer = sp.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    optimizer.step(closure)  # without a scaler the wrapped optimizer gets the closure
+    assert calls == [1]

@@ -4,6 +4,7 @@ comes back, and (on 2 ranks) a resumed run that continues exactly where the save
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,12 +12,13 @@ import pytest
 import torch
 
 import shipyard.parallel as sp
-from shipyard.runtime.checkpoints import MARKER
+from shipyard.contract.layout import MARKER
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ranks import run_ranks  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "checkpoint_worker.py")
+AGREEMENT_WORKER = str(Path(__file__).parent / "agreement_worker.py")
 
 
 def _model_and_optimizer(**parameters):
@@ -83,3 +85,32 @@ def test_resumed_training_continues_exactly_on_two_ranks(tmp_path):
             assert result["a"].keys() == result["b"].keys()
             for key in result["a"]:
                 assert torch.allclose(result["a"][key], result["b"][key], atol=1e-6), (name, rank, key)
+
+
+def test_a_marked_checkpoint_missing_a_file_is_skipped_for_the_previous_whole_one(tmp_path):
+    model, optimizer = _model_and_optimizer()
+    for step in (1, 2, 3, 4):
+        _step(model, optimizer)
+        sp.save_checkpoint(tmp_path, model, optimizer, step=step)
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    next((tmp_path / "step-4").glob("*.distcp")).unlink()  # marked, but a shard never arrived
+    (tmp_path / "step-3" / ".metadata").unlink()            # marked, but DCP's index never arrived
+    shard = next((tmp_path / "step-2").glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:-1])              # marked, but a shard arrived cut short
+    _step(model, optimizer)
+    assert sp.load_checkpoint(tmp_path, model, optimizer) == 1
+    assert not all(torch.equal(saved[k], v) for k, v in model.state_dict().items())  # step 4's are gone
+
+
+def test_parallel_checkpoints_do_not_import_the_checkpoint_sync():
+    code = "import sys, shipyard.parallel.checkpoint; assert 'shipyard.runtime.checkpoints' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.slow
+def test_ranks_that_see_different_checkpoints_agree_on_the_newest_whole_on_all(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    run_ranks(2, [AGREEMENT_WORKER, str(tmp_path / "ckpt"), str(out)], out)
+    for rank in range(2):
+        assert torch.load(out / f"rank{rank}.pt") == {"step": 1, "values": [1.0]}, rank

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.contract.layout import MARKER
 from shipyard.pytorch import PyTorch
-from shipyard.runtime.checkpoints import MARKER
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="/opt/ml/checkpoints needs the sandbox")]

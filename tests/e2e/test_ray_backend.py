@@ -161,11 +161,16 @@ def _wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _estimator(source: Path, **fields) -> Estimator:
+    """A job of train.py in `source`, its output in s3://out/jobs (which must exist)."""
+    return Estimator(entry_point="train.py", source_dir=str(source), output_path="s3://out/jobs",
+                     stop_grace_seconds=5, **{"max_run": 600, "instance_count": 2, **fields})
+
+
 def test_job_waits_pending_for_capacity_then_runs_when_a_node_is_added(home, s3, on_ray, tmp_path, monkeypatch):
     s3.bucket("out")
     monkeypatch.setenv("SHIPYARD_BACKEND", "ray")   # the setting, not the argument
-    est = Estimator(entry_point="train.py", source_dir=str(_loop_source(tmp_path, 3)), instance_count=WORKERS + 1,
-                    output_path="s3://out/jobs", max_run=600, stop_grace_seconds=5)
+    est = _estimator(_loop_source(tmp_path, 3), instance_count=WORKERS + 1)
     est.fit(wait=False)
     job = est.latest_training_job
     store = Store()
@@ -194,16 +199,22 @@ def _node_of(log: Path, host: str, cluster) -> object:
     return next(n for n in cluster.worker_nodes if n.node_id.startswith(prefix))
 
 
-def test_node_removed_mid_training_fails_the_job_naming_the_node(home, s3, on_ray, tmp_path):
-    s3.bucket("out")
-    est = Estimator(entry_point="train.py", source_dir=str(_loop_source(tmp_path, 600)), instance_count=2,
-                    output_path="s3://out/jobs", max_run=600, stop_grace_seconds=5, backend="ray")
+def _remove_algo_2_node_once_logged(est: Estimator, home: Path, cluster, line: str):
+    """Starts the job, and once algo-2's log has `line` removes algo-2's node as a crash would (not
+    gracefully). Returns the job, algo-2's log and the removed node."""
     est.fit(wait=False)
     job = est.latest_training_job
     log = home / "jobs" / job.name / "logs" / "algo-2.log"
-    _wait_for(lambda: log.exists() and "step=3 on algo-2" in log.read_text(), 120, "algo-2 training")
-    node = _node_of(log, "algo-2", on_ray)
-    on_ray.remove_node(node, allow_graceful=False)
+    _wait_for(lambda: log.exists() and line in log.read_text(), 120, f"{line!r} in algo-2's log")
+    node = _node_of(log, "algo-2", cluster)
+    cluster.remove_node(node, allow_graceful=False)
+    return job, log, node
+
+
+def test_node_removed_mid_training_fails_the_job_naming_the_node(home, s3, on_ray, tmp_path):
+    s3.bucket("out")
+    est = _estimator(_loop_source(tmp_path, 600), backend="ray")
+    job, log, node = _remove_algo_2_node_once_logged(est, home, on_ray, "step=3 on algo-2")
     with pytest.raises(Exception, match="Failed"):
         job.wait(logs=False)
     description = job.describe()
@@ -226,15 +237,9 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     Interrupted and the next one runs on the nodes that are alive (one added after the loss)."""
     s3.bucket("out")
     source = _spot_stepper()(tmp_path, total=150)
-    est = Estimator(entry_point="train.py", source_dir=str(source), instance_count=2, output_path="s3://out/jobs",
-                    use_spot_instances=True, checkpoint_s3_uri="s3://out/ckpt", max_run=300, max_wait=400,
-                    interruption_notice_seconds=5, stop_grace_seconds=5, backend="ray")
-    est.fit(wait=False)
-    job = est.latest_training_job
-    log = home / "jobs" / job.name / "logs" / "algo-2.log"
-    _wait_for(lambda: log.exists() and "step=30" in log.read_text(), 120, "algo-2 past its first checkpoints")
-    lost = _node_of(log, "algo-2", on_ray)
-    on_ray.remove_node(lost, allow_graceful=False)
+    est = _estimator(source, use_spot_instances=True, checkpoint_s3_uri="s3://out/ckpt", max_run=300, max_wait=400,
+                     interruption_notice_seconds=5, backend="ray")
+    job, log, lost = _remove_algo_2_node_once_logged(est, home, on_ray, "step=30")   # past its first checkpoints
     time.sleep(3)
     on_ray.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     job.wait(logs=False)

@@ -102,6 +102,14 @@ def test_file_channel_is_refused_with_its_name(home):
         plan_job(spec, home / "jobs" / "x")
 
 
+def test_mpi_is_refused_on_ray_with_the_fix(home, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_RAY_SHARED_STORAGE", "1")   # not what makes it impossible
+    spec = _spec(hyperparameters={**_spec().hyperparameters, "sagemaker_mpi_enabled": "true"})
+    with pytest.raises(ValidationError) as err:
+        plan_job(spec, home / "jobs" / "x")
+    assert err.value.field == "distribution.mpi" and "backend='local'" in str(err.value)
+
+
 def test_waiting_message_names_the_shortage_and_the_fix():
     node = {"NodeID": "a", "Alive": True, "Resources": {"CPU": 1.0}}
     dead = {"NodeID": "b", "Alive": False, "Resources": {"CPU": 1.0}}

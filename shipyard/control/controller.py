@@ -27,6 +27,7 @@ POLL_SECONDS = 0.1
 FAILURE_GRACE_SECONDS = 10.0
 MAX_FAILURE_REASON = 1024
 HANG_CHECK_SECONDS = 2.0
+WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what is new
 
 
 class JobController:
@@ -48,6 +49,8 @@ class JobController:
         self.attempt = 1
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
         self.log_offsets: dict[str, int] = {}   # where a controller taking over starts reading host logs
+        self.watchers: list = []
+        self.stop_message: str | None = None     # why a watcher (a rule's StopTraining action) stopped the job
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
@@ -106,12 +109,15 @@ class JobController:
     def _run(self) -> None:
         from shipyard.control.metrics import LogScraper, unmatched_report
         from shipyard.control.spot import SpotSimulator
+        from shipyard.control.watchers import start_watchers
 
         record = self.store.get_job(self.name)
         self.first_started_at = record.training_start_time or self.started_at
         if record.training_start_time is None:
             self.store.update_job(self.name, training_start_time=self.started_at)
         self.spot = SpotSimulator(self.spec)
+        self.watchers = start_watchers(self.spec, self.job_dir, self.store)
+        self.last_watch = 0.0
         self.scrapers = [
             LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions,
                        self.log_offsets.get(i.host, 0))
@@ -171,6 +177,8 @@ class JobController:
                 return "completed", None
             if self.store.stop_requested(self.name):
                 return "stopped", "Stopped"
+            if self._watchers_ask_to_stop():
+                return "stopped", "Stopped"
             elapsed = time.monotonic() - started
             if self.run_seconds + elapsed > self.spec.max_run:
                 return "stopped", "MaxRuntimeExceeded"
@@ -198,6 +206,17 @@ class JobController:
                 self.store.update_attempt(self.name, self.attempt, start_time=self.started_at)
                 self.store.transition(self.name, "InProgress", "Starting", "Capacity found: starting the instances")
         return waiting
+
+    def _watchers_ask_to_stop(self) -> bool:
+        if not self.watchers or time.monotonic() - self.last_watch < WATCH_SECONDS:
+            return False
+        from shipyard.control.watchers import poll_all
+
+        self.last_watch = time.monotonic()
+        request = poll_all(self.watchers, self.store, self.name)
+        if request is not None:
+            self.stop_message = request.message
+        return request is not None
 
     def _hang(self, elapsed: float) -> str | None:
         """Heartbeats are read every couple of seconds, not every poll."""
@@ -342,22 +361,22 @@ class JobController:
         if kind == "completed":
             self._end_attempt("Completed", None)
             self.store.transition(self.name, "InProgress", "Uploading", "Uploading generated training model")
-            self._upload()
+            self._wrap_up()
             self._finish("Completed", "Completed", None)
         elif kind in ("failed", "retry"):
             self._shutdown(FAILURE_GRACE_SECONDS)
             self._end_attempt("Failed", detail)
-            self._upload()
+            self._wrap_up()
             self._finish("Failed", "Failed", detail)
         else:
-            messages = {"Stopped": "Stop requested",
+            messages = {"Stopped": self.stop_message or "Stop requested",
                         "MaxRuntimeExceeded": f"MaxRuntimeInSeconds {self.spec.max_run} exceeded",
                         "MaxWaitTimeExceeded": f"MaxWaitTimeInSeconds {self.spec.max_wait} exceeded"}
             self.store.transition(self.name, "Stopping", "Stopping", messages[detail])
             self._shutdown(self.spec.stop_grace_seconds)
             if self.store.attempts(self.name)[-1]["end_time"] is None:
                 self._end_attempt("Stopped", detail)
-            self._upload()
+            self._wrap_up()
             self._finish("Stopped", detail, None)
 
     def _finish(self, status: str, secondary: str, reason: str | None) -> None:
@@ -395,6 +414,13 @@ class JobController:
         for instance in self.instances:
             if instance.poll() is None:
                 instance.kill()
+
+    def _wrap_up(self) -> None:
+        """The instances have ended: rules take a last look, then the artifacts are uploaded."""
+        from shipyard.control.watchers import finish_all
+
+        finish_all(self.watchers, self.store, self.name)
+        self._upload()
 
     def _upload(self) -> None:
         from shipyard.storage import archive, transfer

@@ -104,6 +104,14 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         description["FailureReason"] = record.failure_reason
     if record.output_artifacts:
         description["OutputArtifacts"] = {"S3OutputArtifacts": record.output_artifacts}
+    for kind, field in (("debugger", "DebugRuleEvaluationStatuses"), ("profiler", "ProfilerRuleEvaluationStatuses")):
+        statuses = store.rule_statuses(spec.job_name, kind)
+        if statuses:
+            description[field] = [
+                {"RuleConfigurationName": s["rule"], "RuleEvaluationStatus": s["status"],
+                 "StatusDetails": s["details"], "LastModifiedTime": _time(s["last_modified"])}
+                for s in statuses
+            ]
     warnings = [e["message"] for e in store.events(spec.job_name, "warning")]
     if warnings:
         description["Warnings"] = warnings

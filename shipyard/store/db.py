@@ -69,6 +69,15 @@ CREATE TABLE IF NOT EXISTS metrics (
     value REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job, name, ts);
+CREATE TABLE IF NOT EXISTS rule_statuses (
+    job TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    status TEXT NOT NULL,
+    details TEXT NOT NULL DEFAULT '',
+    last_modified REAL NOT NULL,
+    PRIMARY KEY (job, kind, rule)
+);
 """
 
 
@@ -310,6 +319,23 @@ class Store:
                     "INSERT INTO metrics (job, name, host, ts, value) VALUES (?, ?, ?, ?, ?)",
                     [(name, *row) for row in rows],
                 )
+
+    # -- rules evaluated beside the job (debugger, profiler) -------------------------------------
+    def set_rule_status(self, name: str, kind: str, rule: str, status: str, details: str = "") -> None:
+        """kind: "debugger" or "profiler"; status: InProgress, NoIssuesFound, IssuesFound, Error, Stopped."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO rule_statuses (job, kind, rule, status, details, last_modified) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (job, kind, rule) DO UPDATE SET status=excluded.status, details=excluded.details,"
+                " last_modified=excluded.last_modified",
+                (name, kind, rule, status, details, time.time()),
+            )
+
+    def rule_statuses(self, name: str, kind: str) -> list[dict]:
+        with self._tx() as db:
+            rows = db.execute("SELECT rule, status, details, last_modified FROM rule_statuses WHERE job=? AND kind=?"
+                              " ORDER BY rowid", (name, kind)).fetchall()
+        return [{"rule": r[0], "status": r[1], "details": r[2], "last_modified": r[3]} for r in rows]
 
     def metrics(self, name: str, metric: str | None = None) -> list[dict]:
         query = "SELECT name, host, ts, value FROM metrics WHERE job=?"

@@ -1,0 +1,65 @@
+"""Watchers run beside a job inside its controller: debugger rules, profiler rules, and whatever else
+must look at a job while it trains. Each kind is a module registered by name in REGISTRY whose
+`create(spec, job_dir, store)` returns a Watcher, or None when the job does not ask for it, so a job
+with no rules pays nothing. A watcher records what it finds itself (rule statuses in the store); the
+controller only polls it and stops the job when it asks."""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# name -> "module:function"; imported only for jobs that get that far.
+REGISTRY: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """A rule's StopTraining action: the job ends Stopped with this message."""
+
+    message: str
+
+
+class Watcher(Protocol):
+    name: str
+
+    def poll(self) -> StopRequest | None:
+        """Look at what is new (called every few seconds while instances run); must be quick."""
+
+    def finish(self) -> None:
+        """The instances have ended: a last look at everything, then final statuses."""
+
+
+def start_watchers(spec, job_dir: Path, store) -> list[Watcher]:
+    watchers = []
+    for name, target in REGISTRY.items():
+        module, _, attr = target.partition(":")
+        watcher = getattr(importlib.import_module(module), attr)(spec, job_dir, store)
+        if watcher is not None:
+            watchers.append(watcher)
+    return watchers
+
+
+def poll_all(watchers: list[Watcher], store, job: str) -> StopRequest | None:
+    """A watcher that raises is reported and dropped; it never takes the job down."""
+    for watcher in list(watchers):
+        try:
+            request = watcher.poll()
+        except Exception:
+            watchers.remove(watcher)
+            store.add_event(job, "warning", f"{watcher.name} stopped watching: {traceback.format_exc(limit=3)}")
+            continue
+        if request is not None:
+            return request
+    return None
+
+
+def finish_all(watchers: list[Watcher], store, job: str) -> None:
+    for watcher in watchers:
+        try:
+            watcher.finish()
+        except Exception:
+            store.add_event(job, "warning", f"{watcher.name} could not finish: {traceback.format_exc(limit=3)}")

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
+from shipyard.spec.rules import RuleConfig, check_rules
 
 SECONDARY_BY_PRIMARY = {
     "InProgress": ("Starting", "Pending", "Downloading", "Training", "Interrupted", "Uploading"),
@@ -106,6 +107,8 @@ class JobSpec(Frozen):
     spot_without_checkpoints: bool = False
     # No training progress on any rank for this long is a hang (0: never); see runtime/heartbeat.py.
     hang_timeout_seconds: float = Field(default=300.0, ge=0)
+    # Debugger and profiler rules evaluated beside the job (shipyard/spec/rules.py).
+    rules: tuple[RuleConfig, ...] = ()
 
     @field_validator("job_name")
     @classmethod
@@ -138,6 +141,7 @@ class JobSpec(Frozen):
 
     @model_validator(mode="after")
     def _unique_channels(self) -> JobSpec:
+        check_rules(self.rules)
         names = [c.name for c in self.channels]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -1,0 +1,112 @@
+"""A rule evaluated beside a job (SageMaker's DebugRuleConfiguration / ProfilerRuleConfiguration): which
+built-in rule (or a custom class in a Python file), its RuleParameters as strings, and the actions taken
+when its condition is met. Built-in rule names and parameters are checked against the rule modules'
+declarations (shipyard/rules/<kind>/), so a misspelling or a wrongly typed value fails at construction."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shipyard.errors import ValidationError, unknown_name_error
+
+RULE_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # RuleConfigurationName
+MAX_RULES_PER_KIND = 20
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StopTraining(Frozen):
+    """Stop the job (it ends Stopped, the rule named in its reason)."""
+
+    type: Literal["stop_training"] = "stop_training"
+
+
+class NotifyWebhook(Frozen):
+    """POST the finding as JSON to this URL (in place of SageMaker's SNS email/SMS)."""
+
+    type: Literal["notify_webhook"] = "notify_webhook"
+    url: str = Field(pattern=r"^https?://")
+
+
+class NotifyCommand(Frozen):
+    """Run this command (an argv list, never a shell) with the finding as JSON on stdin."""
+
+    type: Literal["notify_command"] = "notify_command"
+    argv: tuple[str, ...] = Field(min_length=1)
+
+
+Action = Annotated[Union[StopTraining, NotifyWebhook, NotifyCommand], Field(discriminator="type")]
+
+
+class CollectionToSave(Frozen):
+    """A debugger collection a rule needs (SageMaker's CollectionConfiguration)."""
+
+    name: str
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+
+class RuleConfig(Frozen):
+    kind: Literal["debugger", "profiler"]
+    name: str  # RuleConfigurationName, unique per job
+    rule: str  # a built-in rule of that kind, or "custom"
+    parameters: dict[str, str] = Field(default_factory=dict)
+    actions: tuple[Action, ...] = ()
+    # custom rules: the file defining the class and the class to instantiate (SageMaker's rule_to_invoke)
+    custom_source: str | None = None
+    custom_class: str | None = None
+    # debugger rules: the collections the hook must save for this rule (from the rule module by default)
+    collections_to_save: tuple[CollectionToSave, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not RULE_NAME_RE.match(value) or len(value) > 256:
+            raise ValueError(f"rule name {value!r}: use 1-256 letters, digits and hyphens")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameter_count(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 100:
+            raise ValueError(f"{len(value)} rule parameters; at most 100 are allowed")
+        return value
+
+    @model_validator(mode="after")
+    def _known_rule(self) -> RuleConfig:
+        if self.rule == "custom":
+            if not self.custom_source or not self.custom_class:
+                raise ValidationError(f"rule {self.name}", ..., "a custom rule needs custom_source (a .py file) "
+                                      "and custom_class (the rule class in it)")
+            if not Path(self.custom_source).is_file():
+                raise ValidationError(f"rule {self.name}: source", self.custom_source,
+                                      "no such file; give the path of the Python file defining the rule class")
+            return self
+        from shipyard.rules import registry, rule_module
+        from shipyard.rules.parameters import parse_parameters
+
+        try:
+            known = registry(self.kind)
+        except ModuleNotFoundError:
+            known = {}
+        if self.rule not in known:
+            raise unknown_name_error(f"{self.kind} rule", self.rule, known)
+        parse_parameters(self.rule, rule_module(self.kind, self.rule).PARAMETERS, self.parameters)
+        return self
+
+
+def check_rules(rules: tuple[RuleConfig, ...]) -> None:
+    """Job-level checks: unique names, at most 20 rules of each kind."""
+    names = [r.name for r in rules]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"rule names must be unique; repeated: {', '.join(repeated)}")
+    for kind in ("debugger", "profiler"):
+        count = sum(r.kind == kind for r in rules)
+        if count > MAX_RULES_PER_KIND:
+            raise ValueError(f"{count} {kind} rules; at most {MAX_RULES_PER_KIND} are allowed")

@@ -1,0 +1,48 @@
+"""The instance side of the debugger: the agent writes the hook config where SageMaker does
+(/opt/ml/input/config/debughookconfig.json), points the training processes at it, and mirrors the
+tensors directory to <output>/<job>/debug-output/ while the job runs (CheckpointSync, whole files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shipyard.debugger.trial import debug_output_uri
+
+CONFIG_FILE = "debughookconfig.json"
+
+
+def _local(path: str, base: str) -> Path:
+    """A container path under /opt/ml as this instance sees it."""
+    p = Path(path)
+    return Path(base) / p.relative_to("/opt/ml") if p.is_relative_to("/opt/ml") else p
+
+
+def agent_settings(spec) -> dict | None:
+    hook = spec.debugger_hook_config
+    if hook is None:
+        return None
+    return {
+        "LocalPath": hook.container_local_output_path,
+        "S3OutputPath": debug_output_uri(spec.output_path, spec.job_name, hook.s3_output_path),
+        "HookParameters": dict(hook.hook_parameters),
+        "CollectionConfigurations": [{"CollectionName": c.name, "CollectionParameters": dict(c.parameters)}
+                                     for c in hook.collection_configs],
+    }
+
+
+def start(settings: dict, base: str, config_dir: Path):
+    from shipyard.runtime.checkpoints import CheckpointSync
+
+    local = _local(settings["LocalPath"], base)
+    local.mkdir(parents=True, exist_ok=True)
+    (config_dir / CONFIG_FILE).write_text(json.dumps({**settings, "LocalPath": str(local)}))
+    sync = CheckpointSync(local, settings["S3OutputPath"])
+    sync.start()
+    return sync
+
+
+def script_environment(base: str) -> dict[str, str]:
+    from shipyard.contract.layout import Layout
+
+    return {"SMDEBUG_CONFIG_FILE_PATH": str(Layout(Path(base)).input_config_dir / CONFIG_FILE)}

@@ -1,0 +1,67 @@
+"""Collections: named groups of tensors chosen by regex over tensor names, each with its own SaveConfig
+and reductions. The built-ins are PyTorch's (smdebug/pytorch/collection.py) plus `outputs` and
+`relu_activations`; any other name is a custom collection and needs an include_regex. Torch-free."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from shipyard.debugger.save_config import SaveConfig
+
+BUILTIN_REGEX = {
+    "all": r".*",
+    "default": r".*",
+    "weights": r"^(?!gradient).*weight",
+    "biases": r"^(?!gradient).*bias",
+    "gradients": r"^gradient",
+    "losses": r"[Ll]oss_(?!input).*output",
+    "outputs": r"_output_\d+$",
+    "relu_activations": r"relu.*_output_\d+$",
+}
+ALWAYS_SAVED = ("losses",)  # as smdebug does for PyTorch; give it end_step=0 to suppress
+SCALAR = ("losses", "metrics")  # never reduced: they are scalars already
+REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
+NORMS = ("l1", "l2")
+COLLECTION_KEYS = ("include_regex", "save_histogram", "reductions", "save_raw_tensor")
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    regex: tuple[re.Pattern, ...]
+    save_config: SaveConfig
+    reductions: tuple[str, ...] = ()  # e.g. "mean", "abs_max", "l2"
+    save_raw_tensor: bool = True
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def matches(self, tensor_name: str) -> bool:
+        hit = self._cache.get(tensor_name)
+        if hit is None:
+            hit = self._cache[tensor_name] = any(p.search(tensor_name) for p in self.regex)
+        return hit
+
+
+def parse_reductions(text: str) -> tuple[str, ...]:
+    names = tuple(r.strip() for r in text.split(",") if r.strip())
+    for name in names:
+        plain = name.removeprefix("abs_")
+        if plain not in REDUCTIONS and plain not in NORMS:
+            raise ValueError(f"unknown reduction {name!r}; use {', '.join(REDUCTIONS + NORMS)} "
+                             "(abs_ prefixed for absolute values)")
+    return names
+
+
+def build(name: str, parameters: dict[str, str], hook_save: SaveConfig, hook_reductions: tuple[str, ...],
+          save_raw_default: bool) -> Collection:
+    regex_text = parameters.get("include_regex")
+    patterns = [p for p in (regex_text or "").split(",") if p] or [BUILTIN_REGEX[name]]
+    reductions = parse_reductions(parameters["reductions"]) if "reductions" in parameters else hook_reductions
+    raw = parameters.get("save_raw_tensor")
+    return Collection(
+        name=name,
+        regex=tuple(re.compile(p) for p in patterns),
+        save_config=SaveConfig.from_parameters(parameters, base=hook_save),
+        reductions=() if name in SCALAR else reductions,
+        save_raw_tensor=(raw.lower() == "true") if raw is not None else (save_raw_default or not reductions),
+    )

@@ -1,0 +1,25 @@
+"""SageMaker's rule_configs: one function per built-in rule returning its base config, named as in
+smdebug_rulesconfig (vanishing_gradient(), exploding_tensor(), ...); profiler rules by class name
+(CPUBottleneck(), ...) when the profiler's registry has them."""
+
+from __future__ import annotations
+
+from shipyard.debugger.sdk import BuiltinRule, _snake
+from shipyard.rules import registry, rule_module
+
+
+def _builtin(kind: str, rule: str) -> BuiltinRule:
+    return BuiltinRule(kind, rule, dict(getattr(rule_module(kind, rule), "COLLECTIONS", {})))
+
+
+def __getattr__(name: str):
+    for rule in registry("debugger"):
+        if name in (_snake(rule), rule):
+            return lambda: _builtin("debugger", rule)
+    try:
+        profiler = registry("profiler")
+    except ModuleNotFoundError:
+        profiler = {}
+    if name in profiler:
+        return lambda: _builtin("profiler", name)
+    raise AttributeError(f"no built-in rule {name!r}")

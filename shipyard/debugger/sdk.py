@@ -1,0 +1,88 @@
+"""The SDK side: Rule.sagemaker / Rule.custom build RuleConfigs; `rule_configs.<rule>()` gives a built-in
+rule's base config; hook_and_rules applies the SDK's defaulting (rules but no hook config: a default hook
+saving the collections the rules need; debugger_hook_config=False: no hook)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shipyard.errors import ValidationError
+from shipyard.spec.debugger import CollectionConfig, DebuggerHookConfig
+from shipyard.spec.rules import NotifyCommand, NotifyWebhook, RuleConfig, StopTraining
+
+
+@dataclass(frozen=True)
+class BuiltinRule:
+    """What rule_configs.<name>() returns: a built-in rule of a kind."""
+
+    kind: str
+    rule: str
+    collections: dict = field(default_factory=dict)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Rule:
+    @staticmethod
+    def sagemaker(base_config: BuiltinRule, name: str | None = None, rule_parameters: dict | None = None,
+                  collections_to_save: list | None = None, actions: Any = None) -> RuleConfig:
+        if not isinstance(base_config, BuiltinRule):
+            raise ValidationError("base_config", base_config, "use shipyard.debugger.rule_configs.<rule>()")
+        collections = collections_to_save or [CollectionConfig(name=n, parameters=p)
+                                              for n, p in base_config.collections.items()]
+        return RuleConfig(kind=base_config.kind, name=name or base_config.rule, rule=base_config.rule,
+                          parameters={k: str(v) for k, v in (rule_parameters or {}).items()},
+                          actions=_actions(actions),
+                          collections_to_save=tuple({"name": c.name, "parameters": c.parameters} for c in collections))
+
+    @staticmethod
+    def custom(name: str, source: str, rule_to_invoke: str, rule_parameters: dict | None = None,
+               collections_to_save: list | None = None, actions: Any = None, **_ignored) -> RuleConfig:
+        """A rule class in a Python file (image_uri, instance_type, ... mean nothing here)."""
+        return RuleConfig(kind="debugger", name=name, rule="custom", custom_source=str(Path(source).resolve()),
+                          custom_class=rule_to_invoke,
+                          parameters={k: str(v) for k, v in (rule_parameters or {}).items()},
+                          actions=_actions(actions),
+                          collections_to_save=tuple({"name": c.name, "parameters": c.parameters}
+                                                    for c in collections_to_save or ()))
+
+
+def _actions(actions: Any) -> tuple:
+    if actions is None:
+        return ()
+    return tuple(actions) if isinstance(actions, (list, tuple)) else (actions,)
+
+
+def StopTrainingAction() -> StopTraining:  # noqa: N802 (SageMaker's name)
+    return StopTraining()
+
+
+def WebhookAction(url: str) -> NotifyWebhook:  # noqa: N802
+    return NotifyWebhook(url=url)
+
+
+def CommandAction(argv: list[str]) -> NotifyCommand:  # noqa: N802
+    return NotifyCommand(argv=tuple(argv))
+
+
+def hook_and_rules(rules: Any, hook: Any) -> tuple[tuple[RuleConfig, ...], DebuggerHookConfig | None]:
+    rules = tuple(rules or ())
+    for rule in rules:
+        if not isinstance(rule, RuleConfig):
+            raise ValidationError("rules", rule, "give Rule.sagemaker(...), Rule.custom(...) or ProfilerRule.sagemaker(...)")
+    if hook is False:
+        return rules, None
+    if isinstance(hook, dict):
+        hook = DebuggerHookConfig(**hook)
+    debugger_rules = [r for r in rules if r.kind == "debugger"]
+    if hook is None and not debugger_rules:
+        return rules, None  # off unless asked: no hook, nothing imported into the training processes
+    hook = hook or DebuggerHookConfig()
+    needed = tuple(CollectionConfig(name=c.name, parameters=c.parameters)
+                   for r in debugger_rules for c in r.collections_to_save)
+    return rules, hook.with_collections(needed)

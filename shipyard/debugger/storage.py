@@ -1,0 +1,77 @@
+"""The debugger's storage format (docs/debugger.md), written by the hook and read by trials:
+
+    <out>/collections/000000000/<worker>_collections.json   collection names and regexes, num_workers
+    <out>/tensors/<step:012d>/<worker>.npz                  raw tensors of one step (numpy savez)
+    <out>/index/<step//1000:09d>/<step:012d>_<worker>.json  {"step", "mode", "mode_step", "worker",
+                                                             "tensors": {name: {"shape", "collections",
+                                                             "raw", "reductions": {red: value}}}}
+    <out>/training_job_end.ts                               written when the hook closes
+
+The index file is written last (each file goes to a temporary name, then is renamed), so an index that
+exists names a complete step; the sync uploads whole files, so this holds in the uploaded copy too."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+END_FILE = "training_job_end.ts"
+
+
+def index_key(step: int, worker: str) -> str:
+    return f"index/{step // 1000:09d}/{step:012d}_{worker}.json"
+
+
+def tensors_key(step: int, worker: str) -> str:
+    return f"tensors/{step:012d}/{worker}.npz"
+
+
+def collections_key(worker: str) -> str:
+    return f"collections/000000000/{worker}_collections.json"
+
+
+def parse_index_key(key: str) -> tuple[int, str] | None:
+    name = key.rsplit("/", 1)[-1]
+    if not key.startswith("index/") or not name.endswith(".json"):
+        return None
+    step, _, worker = name[: -len(".json")].partition("_")
+    return (int(step), worker) if step.isdigit() else None
+
+
+def _write_atomic(root: Path, key: str, data: bytes) -> None:
+    path = root / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the temporary file lives outside the synced tree, so a half-written file is never uploaded
+    scratch = root.parent / f".{root.name}.tmp"
+    scratch.mkdir(exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=scratch)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class Writer:
+    def __init__(self, root: str | Path, worker: str) -> None:
+        self.root, self.worker = Path(root), worker
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def write_collections(self, collections: dict, num_workers: int) -> None:
+        doc = {"collections": collections, "_meta": {"num_workers": num_workers, "worker": self.worker}}
+        _write_atomic(self.root, collections_key(self.worker), json.dumps(doc).encode())
+
+    def write_step(self, step: int, mode: str, mode_step: int, raw: dict, entries: dict) -> None:
+        """raw: name -> numpy array; entries: name -> index entry (shape, collections, reductions)."""
+        import numpy as np
+
+        if raw:
+            buffer = io.BytesIO()
+            np.savez(buffer, **raw)
+            _write_atomic(self.root, tensors_key(step, self.worker), buffer.getvalue())
+        doc = {"step": step, "mode": mode, "mode_step": mode_step, "worker": self.worker, "tensors": entries}
+        _write_atomic(self.root, index_key(step, self.worker), json.dumps(doc).encode())
+
+    def close(self) -> None:
+        _write_atomic(self.root, END_FILE, b"")

@@ -19,6 +19,7 @@ from shipyard.backends import sandbox
 from shipyard.backends.resources import InstanceResources, MachineResources, detect, plan_instances
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
+from shipyard.spec.profiler import agent_settings
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ class LocalBackend:
                 checkpoint_uri=spec.checkpoint_s3_uri,
                 checkpoint_local_path=spec.checkpoint_local_path,
                 heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,
+                profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             if problem is None:

@@ -322,6 +322,15 @@ def logs(job: str, follow: bool) -> None:
             return
 
 
+@cli.command()
+@click.argument("job")
+def report(job: str) -> None:
+    """Write JOB's profiling report (one HTML file, viewable offline) and print its path."""
+    from shipyard.profiler.report import write_report
+
+    click.echo(str(write_report(_store(), job)))
+
+
 @cli.group()
 def spot() -> None:
     """Managed spot training: simulate capacity being taken away."""

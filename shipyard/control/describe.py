@@ -89,7 +89,7 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "EnableInterContainerTrafficEncryption": False,
         "EnableManagedSpotTraining": spec.use_spot_instances,
         **costs,
-        "ProfilingStatus": "Disabled",
+        "ProfilingStatus": "Enabled" if spec.profiler_config and spec.profiler_config.enabled else "Disabled",
         "Attempts": [
             {"AttemptNumber": a["number"], "StartTime": _time(a["start_time"]), "EndTime": _time(a["end_time"]),
              "Outcome": a["outcome"], "Reason": a["reason"], "RestoredCheckpoint": a["restored_checkpoint"]}
@@ -98,6 +98,8 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     }
     if spec.checkpoint_s3_uri:
         description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
+    if spec.profiler_config is not None:
+        description["ProfilerConfig"] = spec.profiler_config.to_api(spec.output_path, spec.job_name)
     if spec.max_retry_attempts:
         description["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if record.failure_reason:

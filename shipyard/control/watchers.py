@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Protocol
 
 # name -> "module:function"; imported only for jobs that get that far.
-REGISTRY: dict[str, str] = {}
+REGISTRY: dict[str, str] = {
+    "profiler_rules": "shipyard.profiler.watcher:create",
+}
 
 
 @dataclass(frozen=True)

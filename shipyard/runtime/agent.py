@@ -160,6 +160,19 @@ class Agent:
         self.say("checkpoints: final sync " + ("complete" if done else "INCOMPLETE"))
         self.events.emit("checkpoint_flushed", complete=done)
 
+    def start_profiler(self):
+        """System monitoring and the profiler-output sync, only for a job that asks for profiling."""
+        if not self.config.profiler:
+            return None
+        from shipyard.profiler import agent as profiler_agent
+
+        return profiler_agent.start(self.config.profiler, self.config.base, self.layout.input_config_dir,
+                                    self.config.host)
+
+    def finish_profiler(self, profiler) -> None:
+        if profiler is not None:
+            self.say("profiler: final sync " + ("complete" if profiler.stop() else "INCOMPLETE"))
+
     def install(self, python: str) -> None:
         code_dir = self.layout.code_dir
         target = self.config.site_packages
@@ -198,7 +211,7 @@ class Agent:
         self.layout.create(c.name for c in self.config.channels)
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
-        sync = None
+        sync = profiler = None
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
@@ -206,6 +219,7 @@ class Agent:
             self.fetch_code(env)
             self.download_channels()
             sync = self.start_checkpoints()
+            profiler = self.start_profiler()
             self.install(sys.executable)
             launcher = launchers.select(env)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
@@ -214,6 +228,7 @@ class Agent:
                 argv, code = self._rejoin(env, launcher, sync, code)
         except StopRequested:
             self.finish_checkpoints(sync)
+            self.finish_profiler(profiler)
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
@@ -230,6 +245,7 @@ class Agent:
             elif not self.stopping and not self.pausing:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
+        self.finish_profiler(profiler)
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 
@@ -378,6 +394,10 @@ def script_environment(
     child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi_rendezvous)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
+    if config.profiler:
+        from shipyard.profiler.agent import script_environment as profiler_environment
+
+        child.update(profiler_environment(config.profiler, config.base))
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
     return child
 

@@ -15,6 +15,7 @@ ranks that are *not* waiting in a collective, or that stopped beating, are the o
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import sys
@@ -25,6 +26,53 @@ INTERVAL_SECONDS = float(os.environ.get("SHIPYARD_HEARTBEAT_INTERVAL", "2"))
 # Frames from these files mean the process is waiting for the other ranks.
 _COLLECTIVE_MARKERS = ("torch/distributed/", "torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/")
 _LIBRARY_MARKERS = ("/site-packages/", "/lib/python3", "shipyard/runtime/")
+# Called after every optimizer step, through the one global hook of this process (the profiler's step times).
+_step_listeners: list = []
+_hooked = False
+_hook_lock = threading.Lock()  # the heartbeat's thread and the profiler's may both try
+
+
+def _on_step(*_args) -> None:
+    for listener in _step_listeners:
+        listener()
+
+
+def hook_optimizer() -> bool:
+    """Register the global optimizer post-step hook once torch.optim is imported; True once it is."""
+    global _hooked
+    with _hook_lock:
+        module = sys.modules.get("torch.optim.optimizer")
+        if module is not None and not _hooked:
+            module.register_optimizer_step_post_hook(_on_step)
+            _hooked = True
+        return _hooked
+
+
+class _HookOnImport:
+    """A meta path finder that hooks right after torch.optim.optimizer is imported, so no step is missed
+    (and torch is never imported by us)."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch.optim.optimizer":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            exec_module = spec.loader.exec_module
+
+            def exec_and_hook(module) -> None:
+                exec_module(module)
+                hook_optimizer()
+
+            spec.loader.exec_module = exec_and_hook
+        return spec
+
+
+def add_step_listener(listener) -> None:
+    """`listener()` runs after every optimizer step, counted from the first (the step numbers are exact)."""
+    _step_listeners.append(listener)
+    if not hook_optimizer():
+        sys.meta_path.insert(0, _HookOnImport())
 
 
 class Heartbeat:
@@ -33,18 +81,11 @@ class Heartbeat:
         self.steps = 0
         self.progress_time = time.time()
         self.main = threading.main_thread().ident
-        self.hooked = False
         self.last_seen: tuple = ()
 
-    def step(self, *_args) -> None:
+    def step(self) -> None:
         self.steps += 1
         self.progress_time = time.time()
-
-    def _hook_optimizer(self) -> None:
-        module = sys.modules.get("torch.optim.optimizer")
-        if module is not None and not self.hooked:
-            module.register_optimizer_step_post_hook(self.step)
-            self.hooked = True
 
     def _where(self) -> tuple[bool, str]:
         frame = sys._current_frames().get(self.main)
@@ -62,7 +103,7 @@ class Heartbeat:
         return collective, where
 
     def beat(self) -> None:
-        self._hook_optimizer()
+        hook_optimizer()
         collective, where = self._where()
         record = {
             "host": os.environ.get("SM_CURRENT_HOST", ""), "pid": os.getpid(),
@@ -90,7 +131,9 @@ def install() -> None:
     if "RANK" not in os.environ:
         return
     os.makedirs(directory, exist_ok=True)
-    threading.Thread(target=Heartbeat(directory).run, name="shipyard-heartbeat", daemon=True).start()
+    beat = Heartbeat(directory)
+    _step_listeners.append(beat.step)
+    threading.Thread(target=beat.run, name="shipyard-heartbeat", daemon=True).start()
 
 
 def read_all(directory: str) -> list[dict]:

@@ -18,6 +18,7 @@ from shipyard.sdk.inputs import TrainingInput
 from shipyard.sdk.job import TrainingJob
 from shipyard.spec import distribution as dist
 from shipyard.spec.job import ChannelSpec, JobSpec, MetricDefinition
+from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.names import base_of, generate_job_name, validate_job_name
 
 DEFAULT_BASE_JOB_NAME = "training-job"
@@ -65,6 +66,7 @@ class EstimatorBase:
         self.interruption_notice_seconds = args.get("interruption_notice_seconds", 120.0)
         self.spot_without_checkpoints = bool(args.get("spot_without_checkpoints", False))
         self.hang_timeout_seconds = args.get("hang_timeout_seconds", 300.0)
+        self.profiler_config = _profiler_config(args.get("profiler_config"), bool(args.get("disable_profiler")))
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
         self._current_job_name: str | None = None
@@ -232,6 +234,7 @@ class EstimatorBase:
             checkpoint_local_path=self.checkpoint_local_path, max_retry_attempts=self.max_retry_attempts,
             interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
             spot_without_checkpoints=self.spot_without_checkpoints, hang_timeout_seconds=self.hang_timeout_seconds,
+            profiler_config=self.profiler_config,
         )
         return spec, (entry, source)
 
@@ -300,6 +303,7 @@ class EstimatorBase:
             max_retry_attempts=spec.max_retry_attempts, interruption_notice_seconds=spec.interruption_notice_seconds,
             spot_without_checkpoints=spec.spot_without_checkpoints, hang_timeout_seconds=spec.hang_timeout_seconds,
             spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
+            profiler_config=spec.profiler_config,
         )
         distribution = dist.from_hyperparameters(framework)
         if distribution:
@@ -337,6 +341,17 @@ def _pydantic(model: type, field: str, **values: Any):
         value = error.get("input") if where else ...  # a rule about several fields: the message names them
         raise ValidationError(f"{field}.{where}" if where else field, value,
                               error["msg"].removeprefix("Value error, ")) from None
+
+
+def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | None:
+    """profiler_config= (a ProfilerConfig or a dict of its fields); disable_profiler=True turns it off."""
+    if isinstance(value, dict):
+        value = _pydantic(ProfilerConfig, "profiler_config", **value)
+    elif value is not None and not isinstance(value, ProfilerConfig):
+        raise ValidationError("profiler_config", value, "give a shipyard.profiler.ProfilerConfig or a dict of its fields")
+    if value is not None and disable_profiler:
+        value = value.model_copy(update={"disable_profiler": True})
+    return value
 
 
 def _absolute(uri: str) -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
+from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.rules import RuleConfig, check_rules
 
 SECONDARY_BY_PRIMARY = {
@@ -109,6 +110,8 @@ class JobSpec(Frozen):
     hang_timeout_seconds: float = Field(default=300.0, ge=0)
     # Debugger and profiler rules evaluated beside the job (shipyard/spec/rules.py).
     rules: tuple[RuleConfig, ...] = ()
+    # System and framework profiling (shipyard/spec/profiler.py); None: off.
+    profiler_config: ProfilerConfig | None = None
 
     @field_validator("job_name")
     @classmethod
@@ -142,6 +145,10 @@ class JobSpec(Frozen):
     @model_validator(mode="after")
     def _unique_channels(self) -> JobSpec:
         check_rules(self.rules)
+        if any(r.kind == "profiler" for r in self.rules) and (
+                self.profiler_config is None or self.profiler_config.disable_profiler):
+            raise ValueError("profiler rules need profiling on: give profiler_config=ProfilerConfig() "
+                             "(and not disable_profiler=True)")
         names = [c.name for c in self.channels]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

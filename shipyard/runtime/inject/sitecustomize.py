@@ -5,7 +5,8 @@ changes to the script:
   O_APPEND file shared by every process of the instance) in one write and lines of concurrent ranks
   never interleave mid-line (PYTHONUNBUFFERED would split a print into several writes);
 - reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs;
-- marks the first read of a restored checkpoint (shipyard.runtime.resume_check).
+- marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
+- records step times when the job asks for framework profiling (shipyard.profiler.steps).
 
 Any other sitecustomize on the path still runs."""
 
@@ -35,6 +36,14 @@ if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
         heartbeat.install()
     except Exception as exc:  # a monitoring aid must never stop the script from running
         print(f"shipyard: heartbeat not installed: {exc}", file=sys.stderr)
+
+if os.environ.get("SHIPYARD_PROFILER_DIR"):
+    try:
+        from shipyard.profiler import steps
+
+        steps.install()
+    except Exception as exc:
+        print(f"shipyard: step profiling not installed: {exc}", file=sys.stderr)
 
 # Chain to the sitecustomize this one shadows, if there is one, without disturbing this module's import.
 _spec = importlib.machinery.PathFinder.find_spec(

@@ -1,0 +1,8 @@
+"""The profiler as a user sees it: `ProfilerConfig` / `FrameworkProfile` for an estimator's
+`profiler_config=`, `ProfilerRule.sagemaker(rule_configs.X(), ...)` for its `rules=`. See docs/profiler.md."""
+
+from shipyard.debugger import rule_configs
+from shipyard.profiler.rule import ProfilerRule
+from shipyard.spec.profiler import FrameworkProfile, ProfilerConfig
+
+__all__ = ["FrameworkProfile", "ProfilerConfig", "ProfilerRule", "rule_configs"]

@@ -1,0 +1,101 @@
+"""The system monitor of one instance: every interval, CPU per core (utilisation and I/O wait), memory,
+disk I/O, network and, where NVML finds GPUs, GPU utilisation and memory, written as SageMaker writes
+them (JSON lines, one file per minute, see docs/profiler.md). Runs as a thread of the agent.
+
+Each minute's file is rewritten whole (to a temporary name, then renamed) after every snapshot, so a
+reader or the upload sync never sees a torn line."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from shipyard.profiler.data import system_file
+
+
+def _nvml():
+    """pynvml's handles for this instance's GPUs, or None where there is no NVML (no GPU)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:
+        return None
+
+
+class SystemMonitor:
+    def __init__(self, root: Path, node: str, interval_millis: int) -> None:
+        self.root, self.node, self.interval = Path(root), node, interval_millis / 1000.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lines: list[str] = []
+        self._path: str | None = None
+        self._last: tuple | None = None
+        self._gpus = _nvml()
+
+    def _record(self, type_: str, name: str, dimension: str, value: float, ts: float) -> None:
+        self._lines.append(json.dumps({"Type": type_, "Name": name, "Dimension": dimension,
+                                       "Value": round(float(value), 3), "NodeId": self.node, "Timestamp": ts}))
+
+    def sample(self) -> None:
+        ts = time.time()
+        path = system_file(str(self.root), self.node, ts)
+        if path != self._path:
+            self._path, self._lines = path, []
+        times = psutil.cpu_times_percent(percpu=True)
+        for i, (busy, t) in enumerate(zip(psutil.cpu_percent(percpu=True), times)):
+            self._record("cpu", f"cpu{i}", "CPUUtilization", busy, ts)
+            self._record("cpu", f"cpu{i}", "I/OWaitPercentage", getattr(t, "iowait", 0.0), ts)
+        self._record("memory", "MemoryUsedPercent", "", psutil.virtual_memory().percent, ts)
+        disk, net = psutil.disk_io_counters(), psutil.net_io_counters()
+        now = (ts, disk.read_count + disk.write_count if disk else 0, disk.read_bytes if disk else 0,
+               disk.write_bytes if disk else 0, net.bytes_recv, net.bytes_sent)
+        if self._last is not None:
+            dt = max(now[0] - self._last[0], 1e-6)
+            rates = [(b - a) / dt for a, b in zip(self._last[1:], now[1:])]
+            self._record("i/o", "IOPS", "", rates[0], ts)
+            self._record("i/o", "ReadThroughputInBytesPerSecond", "", rates[1], ts)
+            self._record("i/o", "WriteThroughputInBytesPerSecond", "", rates[2], ts)
+            # The whole instance's traffic: on machines you own there is no separate platform traffic.
+            self._record("network", "ReceiveBytesPerSecond", "Algorithm", rates[3], ts)
+            self._record("network", "TransmitBytesPerSecond", "Algorithm", rates[4], ts)
+        self._last = now
+        if self._gpus is not None:
+            nvml, handles = self._gpus
+            for i, handle in enumerate(handles):
+                rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+                self._record("gpu", f"gpu{i}", "GPUUtilization", rates.gpu, ts)
+                self._record("gpu", f"gpu{i}", "GPUMemoryUtilization", 100.0 * memory.used / memory.total, ts)
+        self._write()
+
+    def _write(self) -> None:
+        path = Path(self._path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("\n".join(self._lines) + "\n")
+        os.replace(tmp, path)
+
+    def run(self) -> None:
+        psutil.cpu_percent(percpu=True)  # the first call only sets the baseline
+        psutil.cpu_times_percent(percpu=True)
+        while not self._stop.wait(self.interval):
+            try:
+                self.sample()
+            except Exception:
+                pass  # monitoring must never disturb the job; a gap in the data is visible in the report
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="shipyard-system-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,76 @@
+"""Profiler rules beside a job (registered in control/watchers.py as "profiler_rules"): every few
+seconds, read what the instances have uploaded to profiler-output and evaluate each profiler rule over
+everything so far; a rule that fires is IssuesFound (and stops the job when it has a StopTraining
+action), the others become NoIssuesFound when the job ends. Statuses go to the store as kind "profiler"."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+
+from shipyard.control.watchers import StopRequest
+from shipyard.profiler.data import ProfilerReader
+from shipyard.rules import rule_module
+from shipyard.rules.actions import run_actions
+from shipyard.rules.parameters import parse_parameters
+from shipyard.rules.profiler.base import condition_message
+
+# Listing the output URI is not free (S3): at most this often.
+READ_SECONDS = 5.0
+
+
+class ProfilerRulesWatcher:
+    name = "profiler rules"
+
+    def __init__(self, spec, store) -> None:
+        self.job, self.store = spec.job_name, store
+        self.rules = [r for r in spec.rules if r.kind == "profiler"]
+        self.reader = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, spec.job_name))
+        self.params = {r.name: parse_parameters(r.rule, rule_module("profiler", r.rule).PARAMETERS, r.parameters)
+                       for r in self.rules}
+        self.fired: set[str] = set()
+        self.failed: set[str] = set()
+        self.last_read = 0.0
+        for rule in self.rules:
+            store.set_rule_status(self.job, "profiler", rule.name, "InProgress")
+
+    def _evaluate(self, final: bool) -> StopRequest | None:
+        data, now, request = self.reader.read(), time.time(), None
+        for rule in self.rules:
+            if rule.name in self.fired or rule.name in self.failed:
+                continue  # IssuesFound stays, as on SageMaker
+            try:
+                finding = rule_module("profiler", rule.rule).evaluate(data, self.params[rule.name], now, final)
+            except Exception:
+                self.failed.add(rule.name)
+                self.store.set_rule_status(self.job, "profiler", rule.name, "Error", traceback.format_exc(limit=3))
+                continue
+            if finding.triggered:
+                self.fired.add(rule.name)
+                message = condition_message(rule.rule, finding)
+                self.store.set_rule_status(self.job, "profiler", rule.name, "IssuesFound", message)
+                stop = run_actions(rule.actions, {"job": self.job, "rule": rule.name, "step": finding.step,
+                                                  "message": message},
+                                   lambda text: self.store.add_event(self.job, "warning", text))
+                request = request or stop
+            elif final:
+                self.store.set_rule_status(self.job, "profiler", rule.name, "NoIssuesFound", finding.details)
+        return request
+
+    def poll(self) -> StopRequest | None:
+        if time.monotonic() - self.last_read < READ_SECONDS:
+            return None
+        self.last_read = time.monotonic()
+        return self._evaluate(final=False)
+
+    def finish(self) -> None:
+        self._evaluate(final=True)
+
+
+def create(spec, job_dir: Path, store) -> ProfilerRulesWatcher | None:
+    """None (nothing runs) for a job with no profiler rules or with profiling off."""
+    if not any(r.kind == "profiler" for r in spec.rules) or spec.profiler_config is None \
+            or spec.profiler_config.disable_profiler:
+        return None
+    return ProfilerRulesWatcher(spec, store)

@@ -1,0 +1,12 @@
+"""Built-in profiler rules, each a module registered by name (SageMaker's rule names). Each module
+declares PARAMETERS (SageMaker's names and defaults), DESCRIPTION and RECOMMENDATION (the report's
+rules table), and `evaluate(data, params, now, final) -> Finding` over everything collected so far."""
+
+RULES: dict[str, str] = {
+    "StepOutlier": "shipyard.rules.profiler.step_outlier",
+    "CPUBottleneck": "shipyard.rules.profiler.cpu_bottleneck",
+    "LowGPUUtilization": "shipyard.rules.profiler.low_gpu_utilization",
+    "OverallSystemUsage": "shipyard.rules.profiler.overall_system_usage",
+    "MaxInitializationTime": "shipyard.rules.profiler.max_initialization_time",
+    "ProfilerReport": "shipyard.rules.profiler.profiler_report",
+}

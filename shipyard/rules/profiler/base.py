@@ -1,0 +1,40 @@
+"""What every profiler rule shares: the Finding it returns, the scan interval parameter, the condition
+message SageMaker writes, and statistics helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shipyard.rules.parameters import Parameter
+
+# Every SageMaker profiler rule takes it; rules here look at everything collected so far on each poll.
+SCAN_INTERVAL = {"scan_interval_us": Parameter("int", 60_000_000, "how often SageMaker scans new data (µs)")}
+
+
+@dataclass
+class Finding:
+    triggered: bool
+    datapoints: int = 0
+    violations: int = 0
+    details: str = ""  # what triggered it (the metric, the node), or why nothing could be evaluated
+    step: int | None = None  # the step at which the condition was met, when the rule is about steps
+    stats: dict = field(default_factory=dict)  # for the report
+
+
+def condition_message(rule: str, finding: Finding) -> str:
+    where = f" at step {finding.step}" if finding.step is not None else ""
+    return f"Evaluation of the rule {rule}{where} resulted in the condition being met: {finding.details}"
+
+
+def percentile(values, q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else 0.0
+
+
+def summary(values) -> dict[str, float]:
+    """max, p99, p95, p50, min, as SageMaker's report tables give them."""
+    if not len(values):
+        return {}
+    return {"max": float(max(values)), "p99": percentile(values, 99), "p95": percentile(values, 95),
+            "p50": percentile(values, 50), "min": float(min(values))}

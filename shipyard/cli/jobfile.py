@@ -106,6 +106,7 @@ class JobFile(_Frozen):
     interruption_notice_seconds: float | None = None
     spot_without_checkpoints: bool | None = None
     hang_timeout_seconds: float | None = None
+    profiler_config: dict[str, Any] | None = None  # ProfilerConfig's fields; the SDK validates them
 
     @field_validator("inputs", mode="before")
     @classmethod

@@ -33,12 +33,14 @@ def _frame(title: str, body: list[str], x_label: str, y_label: str, x_range, y_r
     return "\n".join(parts)
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str, y_max: float | None = None) -> str:
-    """Lines over time (x: seconds since the first point of any series)."""
+def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str, y_max: float | None = None,
+               x_label: str = "seconds", from_zero: bool = True) -> str:
+    """Lines over x (by default time: seconds since the first point of any series)."""
     points = [p for values in series.values() for p in values]
     if not points:
         return f"<p>{escape(title)}: no data</p>"
     t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
+    shown = (0, round(t1 - t0, 1)) if from_zero else (t0, t1)
     top = y_max if y_max is not None else max(p[1] for p in points) or 1.0
     x, y = _scale(0, t1 - t0, PAD, WIDTH - PAD), _scale(0, top, HEIGHT - PAD, 10)
     body, legend = [], []
@@ -47,7 +49,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
         coords = " ".join(f"{x(t - t0):.1f},{y(min(v, top)):.1f}" for t, v in values)
         body.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{coords}"/>')
         legend.append((name, colour))
-    return _frame(title, body, "seconds", y_label, (0, round(t1 - t0, 1)), (0, round(top, 1)), legend)
+    return _frame(title, body, x_label, y_label, shown, (0, round(top, 3)), legend)
 
 
 def step_chart(title: str, steps: list[tuple[int, float]], limit: float | None) -> str:

@@ -1,5 +1,6 @@
 """The profiler's data as stored under a job's profiler-output (see docs/profiler.md), read back for the
-rules and the report: system metrics (SageMaker's JSON lines) and step events (Chrome trace files).
+rules and the report: system metrics (SageMaker's JSON lines) and step events with their dataloader
+wait (Chrome trace files).
 
 `ProfilerReader` reads a URI incrementally: a file is read again only when its size changed (the current
 minute's system file is rewritten as it grows), so a watcher can poll it every few seconds."""
@@ -24,6 +25,7 @@ class StepEvent:
     step: int
     start: float  # epoch seconds
     duration: float  # seconds
+    dataloader: float = 0.0  # seconds of it spent waiting for DataLoader batches
 
 
 @dataclass
@@ -99,13 +101,17 @@ def parse_trace(text: str) -> list[StepEvent]:
     for event in events:
         if event.get("ph") == "M" and event.get("name") == "process_name":
             base = event.get("args", {}).get("start_time_since_epoch_in_micros", 0)
+    waits: dict[tuple[int, int], float] = defaultdict(float)
+    for event in events:
+        if event.get("ph") == "X" and event.get("name") == "DataLoaderIter":
+            waits[int(event.get("pid", 0)), int(event.get("args", {}).get("step_num", 0))] += event["dur"] / 1e6
     steps = []
     for event in events:
         if event.get("ph") == "X" and str(event.get("name", "")).startswith("Step:"):
             args = event.get("args", {})
-            steps.append(StepEvent(node=args.get("node", ""), pid=int(event.get("pid", 0)),
-                                   step=int(args.get("step_num", 0)), start=(base + event["ts"]) / 1e6,
-                                   duration=event["dur"] / 1e6))
+            pid, step = int(event.get("pid", 0)), int(args.get("step_num", 0))
+            steps.append(StepEvent(node=args.get("node", ""), pid=pid, step=step, start=(base + event["ts"]) / 1e6,
+                                   duration=event["dur"] / 1e6, dataloader=waits.get((pid, step), 0.0)))
     return steps
 
 

@@ -1,6 +1,6 @@
 """The profiling report of a job: one self-contained HTML file (inline SVG, no scripts, no network) with
 the job summary, utilisation over time per instance, system usage statistics, step durations with their
-outliers, and every profiler rule's finding with its recommendation. `shipyard report JOB` writes it
+outliers, dataloader wait against compute, and every profiler rule's finding with its recommendation. `shipyard report JOB` writes it
 into the job's directory; the rules are evaluated over the data as it is now (the job may still run)."""
 
 from __future__ import annotations
@@ -106,11 +106,29 @@ def render(spec, record, data: ProfilerData, statuses: list[dict]) -> str:
             found = outliers[node]["outliers"]
             sections.append(f"<p>{len(found)} outliers above {limit:.4f}s: "
                             + escape(", ".join(f"step {s} ({d:.3f}s)" for s, d in found[:20])) + "</p>")
+    sections += _dataloader(data)
     if not data.steps:
         sections.append("<p>No step times: give profiler_config a framework_profile_params to record them.</p>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Profiling report '
             f"{escape(spec.job_name)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(sections) + "\n</body></html>\n")
+
+
+def _dataloader(data: ProfilerData) -> list[str]:
+    """Per node: how much of the step time went to waiting for DataLoader batches."""
+    nodes = [n for n in data.nodes if any(s.dataloader for s in data.step_durations(n))]
+    if not nodes:
+        return []
+    out, rows = ["<h2>Dataloader wait vs compute</h2>"], []
+    for node in nodes:
+        steps = data.step_durations(node)
+        total, waiting = sum(s.duration for s in steps), sum(s.dataloader for s in steps)
+        rows.append([escape(node), len(steps), f"{total:.2f}", f"{waiting:.2f}", f"{100 * waiting / total:.1f}"])
+        out.append(charts.line_chart(f"{node} dataloader wait and compute per step", {
+            "dataloader wait": [(s.step, s.dataloader) for s in steps],
+            "compute": [(s.step, max(s.duration - s.dataloader, 0.0)) for s in steps]}, "seconds",
+            x_label="step", from_zero=False))
+    return [out[0], _table(["node", "steps", "step time (s)", "dataloader wait (s)", "wait %"], rows), *out[1:]]
 
 
 def _when(ts: float | None) -> str:

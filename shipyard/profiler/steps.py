@@ -36,6 +36,27 @@ class StepRecorder:
         self.opened = time.time()
         self.lock = threading.Lock()
 
+    def time_dataloader(self) -> None:
+        """Each batch the script waits for (the DataLoader iterator's __next__) becomes a DataLoaderIter
+        event of the step it feeds."""
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        original = _BaseDataLoaderIter.__next__
+
+        def timed_next(iterator):
+            start = time.time()
+            try:
+                return original(iterator)
+            finally:
+                if self.profile.in_range(self.step_num + 1, start):
+                    self.events.append({
+                        "name": "DataLoaderIter", "ph": "X", "pid": self.rank, "tid": 0,
+                        "ts": int(start * 1e6) - self.start_us, "dur": int((time.time() - start) * 1e6),
+                        "args": {"step_num": self.step_num + 1, "node": self.node},
+                    })
+
+        _BaseDataLoaderIter.__next__ = timed_next
+
     def on_step(self) -> None:
         now = time.time()
         self.step_num += 1
@@ -70,7 +91,9 @@ class StepRecorder:
 
 def install() -> None:
     from shipyard.runtime import heartbeat
+    from shipyard.runtime.import_hooks import after_import
 
     recorder = StepRecorder(os.environ["SHIPYARD_PROFILER_DIR"], json.loads(os.environ["SHIPYARD_PROFILER_FRAMEWORK"]))
     heartbeat.add_step_listener(recorder.on_step)
+    after_import("torch.utils.data.dataloader", recorder.time_dataloader)
     atexit.register(recorder.write)

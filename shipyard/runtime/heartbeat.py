@@ -15,7 +15,6 @@ ranks that are *not* waiting in a collective, or that stopped beating, are the o
 
 from __future__ import annotations
 
-import importlib.machinery
 import json
 import os
 import sys
@@ -48,31 +47,12 @@ def hook_optimizer() -> bool:
         return _hooked
 
 
-class _HookOnImport:
-    """A meta path finder that hooks right after torch.optim.optimizer is imported, so no step is missed
-    (and torch is never imported by us)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "torch.optim.optimizer":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            exec_module = spec.loader.exec_module
-
-            def exec_and_hook(module) -> None:
-                exec_module(module)
-                hook_optimizer()
-
-            spec.loader.exec_module = exec_and_hook
-        return spec
-
-
 def add_step_listener(listener) -> None:
     """`listener()` runs after every optimizer step, counted from the first (the step numbers are exact)."""
+    from shipyard.runtime.import_hooks import after_import
+
     _step_listeners.append(listener)
-    if not hook_optimizer():
-        sys.meta_path.insert(0, _HookOnImport())
+    after_import("torch.optim.optimizer", hook_optimizer)
 
 
 class Heartbeat:

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.slow
 SCRIPT = """
     import time
     import torch
+    from torch.utils.data import DataLoader, TensorDataset
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(1, 181):
-        loss = model(torch.randn(8, 4)).pow(2).mean()
+    batches = DataLoader(TensorDataset(torch.randn(180 * 8, 4)), batch_size=8)
+    for step, (x,) in enumerate(batches, start=1):
+        loss = model(x).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
         if step == 150:
@@ -75,6 +77,7 @@ def test_profiled_job_metrics_rules_and_report(home, tmp_path):
         assert numbers == list(range(2, 181)), node
         slow = max(data.step_durations(node), key=lambda s: s.duration)
         assert slow.step == 150 and slow.duration >= 2.0
+        assert all(0 < s.dataloader < s.duration for s in data.step_durations(node))
 
     result = CliRunner().invoke(cli, ["report", job])
     assert result.exit_code == 0, result.output
@@ -83,6 +86,7 @@ def test_profiled_job_metrics_rules_and_report(home, tmp_path):
     html = report.read_text()
     assert html.count("<svg") >= 4  # utilisation and step durations for each instance
     assert "algo-2 utilisation" in html and "algo-1 step durations" in html
+    assert "algo-1 dataloader wait and compute per step" in html
     assert "StepOutlier" in html and "Check for jobs or processes running beside training" in html
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
 

@@ -86,3 +86,14 @@ def test_profiler_rule_names_and_parameters_are_checked():
         ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"n_outliers": "many"})
     with pytest.raises(pydantic.ValidationError, match="did you mean 'StepOutlier_n_outliers'"):
         ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={"StepOutlier_n_outlier": 0})
+
+
+def test_job_yaml_takes_profiler_config(tmp_path):
+    from shipyard.cli.jobfile import load
+
+    path = tmp_path / "job.yaml"
+    path.write_text("entry_point: t.py\nprofiler_config:\n  system_monitor_interval_millis: 1000\n"
+                    "  framework_profile_params: {start_step: 5, num_steps: 10}\n")
+    config = load(path).arguments["profiler_config"]
+    assert config == {"system_monitor_interval_millis": 1000,
+                      "framework_profile_params": {"start_step": 5, "num_steps": 10}}

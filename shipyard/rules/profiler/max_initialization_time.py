@@ -6,7 +6,7 @@ from __future__ import annotations
 from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding
 
-DESCRIPTION = "Checks that the training loop starts within `threshold` minutes."
+DESCRIPTION = "Checks that the training loop starts within threshold minutes."
 RECOMMENDATION = ("Long initialisation: download less data up front (stream it), install dependencies in "
                   "the image rather than from requirements.txt, or check the script's setup code.")
 PARAMETERS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, summary
 
-DESCRIPTION = ("Detects outliers in step duration: a step that takes longer than the mean plus `stddev` "
+DESCRIPTION = ("Detects outliers in step duration: a step that takes longer than the mean plus stddev "
                "standard deviations of the node's step durations.")
 RECOMMENDATION = ("Check for jobs or processes running beside training, data loading that stalls, or "
                   "checkpointing inside the step loop.")
@@ -38,7 +38,7 @@ def evaluate(data, params: dict, now: float, final: bool) -> Finding:
                        "outliers": [(s.step, s.duration) for s in outliers], "normal_p50": float(np.median(normal))}
         if len(outliers) > params["n_outliers"] and fired is None:
             step = outliers[params["n_outliers"]]
-            fired = Finding(True, details=f"{len(outliers)} steps on {node} took longer than {limit:.3f}s "
+            fired = Finding(True, details=f"{len(outliers)} step(s) on {node} took longer than {limit:.3f}s "
                             f"(mean {durations.mean():.3f}s + {params['stddev']:g} std); the longest "
                             f"{max(s.duration for s in outliers):.3f}s", step=step.step)
     finding = fired or Finding(False, details=f"{datapoints} steps, {violations} outliers")

@@ -1,0 +1,82 @@
+"""The system monitor's files, and the watcher judging profiler rules from a profiler-output directory."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shipyard.profiler import ProfilerConfig, ProfilerRule, rule_configs
+from shipyard.profiler.data import ProfilerReader
+from shipyard.profiler.monitor import SystemMonitor
+from shipyard.profiler.watcher import create
+from shipyard.spec.job import JobSpec
+from shipyard.spec.rules import StopTraining
+
+
+def test_monitor_writes_sagemaker_json_lines(tmp_path):
+    monitor = SystemMonitor(tmp_path, "algo-2", 100)
+    monitor.sample()
+    time.sleep(0.05)
+    monitor.sample()
+    [path] = list((tmp_path / "system" / "incremental").glob("*/*.algo-2.json"))
+    assert int(path.name.split(".")[0]) % 60 == 0  # the minute's epoch seconds, as SageMaker names it
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {tuple(sorted(r)) for r in records} == {("Dimension", "Name", "NodeId", "Timestamp", "Type", "Value")}
+    kinds = {(r["Type"], r["Dimension"]) for r in records}
+    assert {("cpu", "CPUUtilization"), ("cpu", "I/OWaitPercentage"), ("memory", ""), ("i/o", ""),
+            ("network", "Algorithm")} <= kinds
+    assert {r["Name"] for r in records if r["Type"] == "cpu"} >= {"cpu0"}
+    assert len(ProfilerReader(str(tmp_path)).read().snapshots()) == 2
+
+
+class Store:
+    def __init__(self):
+        self.statuses, self.events = {}, []
+
+    def set_rule_status(self, job, kind, rule, status, details=""):
+        assert kind == "profiler"
+        self.statuses[rule] = (status, details)
+
+    def add_event(self, job, kind, message):
+        self.events.append(message)
+
+
+def _trace(directory, durations):
+    events = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"start_time_since_epoch_in_micros": 0}}]
+    ts = 0
+    for step, duration in enumerate(durations, start=2):
+        events.append({"name": "Step:ModeKeys.TRAIN", "ph": "X", "pid": 0, "ts": ts, "dur": int(duration * 1e6),
+                       "args": {"step_num": step, "node": "algo-1"}})
+        ts += int(duration * 1e6)
+    path = directory / "profiler-output" / "framework" / "pevents" / "2026112318"
+    path.mkdir(parents=True)
+    (path / "1_algo-1-rank0_model_timeline.json").write_text(json.dumps(events))
+
+
+def test_watcher_sets_statuses_and_stops_the_job_when_asked(tmp_path):
+    durations = [0.1] * 150
+    durations[100] = 5.0  # step 102
+    _trace(tmp_path / "j", durations)
+    rules = (ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"n_outliers": 0},
+                                    actions=StopTraining()),
+             ProfilerRule.sagemaker(rule_configs.CPUBottleneck()))
+    spec = JobSpec(job_name="j", instance_count=1, output_path=str(tmp_path), rules=rules,
+                   profiler_config=ProfilerConfig())
+    store = Store()
+    watcher = create(spec, tmp_path, store)
+    assert store.statuses == {"StepOutlier": ("InProgress", ""), "CPUBottleneck": ("InProgress", "")}
+    request = watcher.poll()
+    assert request is not None and "StepOutlier" in request.message
+    status, details = store.statuses["StepOutlier"]
+    assert status == "IssuesFound"
+    assert details.startswith("Evaluation of the rule StepOutlier at step 102 resulted in the condition being met")
+    assert store.statuses["CPUBottleneck"][0] == "InProgress"
+    watcher.finish()
+    assert store.statuses["CPUBottleneck"][0] == "NoIssuesFound"
+    assert store.statuses["StepOutlier"][0] == "IssuesFound"
+
+
+def test_no_watcher_without_profiler_rules_or_with_profiling_off(tmp_path):
+    spec = JobSpec(job_name="j", instance_count=1, output_path=str(tmp_path), profiler_config=ProfilerConfig())
+    assert create(spec, tmp_path, Store()) is None
+    assert create(JobSpec(job_name="j", instance_count=1, output_path=str(tmp_path)), tmp_path, Store()) is None

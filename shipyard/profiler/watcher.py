@@ -1,7 +1,8 @@
 """Profiler rules beside a job (registered in control/watchers.py as "profiler_rules"): every few
 seconds, read what the instances have uploaded to profiler-output and evaluate each profiler rule over
 everything so far; a rule that fires is IssuesFound (and stops the job when it has a StopTraining
-action), the others become NoIssuesFound when the job ends. Statuses go to the store as kind "profiler"."""
+action), the others become NoIssuesFound when the job ends. Statuses go to the store as kind "profiler".
+A ProfilerReport rule also leaves the HTML report where SageMaker does, once the instances ended."""
 
 from __future__ import annotations
 
@@ -66,6 +67,19 @@ class ProfilerRulesWatcher:
 
     def finish(self) -> None:
         self._evaluate(final=True)
+        for rule in self.rules:
+            if rule.rule == "ProfilerReport":
+                self._publish_report(rule.name)
+
+    def _publish_report(self, rule_name: str) -> None:
+        """Where SageMaker's ProfilerReport leaves it: <output>/<job>/rule-output/<rule>/profiler-output/."""
+        from shipyard.profiler.report import write_report
+        from shipyard.storage.transfer import upload_file
+        from shipyard.storage.uri import join
+
+        spec = self.store.get_job(self.job).spec
+        upload_file(write_report(self.store, self.job), join(spec.output_path, self.job, "rule-output", rule_name,
+                                                             "profiler-output", "profiler-report.html"))
 
 
 def create(spec, job_dir: Path, store) -> ProfilerRulesWatcher | None:

@@ -69,6 +69,9 @@ def test_profiled_job_metrics_rules_and_report(home, tmp_path):
     assert statuses["LowGPUUtilization"]["RuleEvaluationStatus"] == "NoIssuesFound"
     assert "no GPU" in statuses["LowGPUUtilization"]["StatusDetails"]
 
+    published = tmp_path / "out" / job / "rule-output" / "ProfilerReport" / "profiler-output" / "profiler-report.html"
+    assert "algo-1 step durations" in published.read_text()  # where SageMaker's ProfilerReport leaves it
+
     data = ProfilerReader(str(tmp_path / "out" / job / "profiler-output")).read()
     assert {r["NodeId"] for r in data.system} == {"algo-1", "algo-2"}
     assert {r["Type"] for r in data.system} >= {"cpu", "memory", "i/o", "network"}

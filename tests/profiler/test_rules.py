@@ -120,3 +120,47 @@ def test_profiler_report_fires_when_a_sub_rule_does_with_prefixed_parameters():
     finding = evaluate("ProfilerReport", data, StepOutlier_n_outliers=0)
     assert finding.triggered and finding.step == 131 and "StepOutlier" in finding.details
     assert not evaluate("ProfilerReport", data).triggered
+
+
+# -- IOBottleneck ------------------------------------------------------------------------------------------
+def test_io_bottleneck_fires_when_gpus_wait_for_io():
+    assert evaluate("IOBottleneck", ProfilerData(system=system(30, cpus=(10, 10), gpus=(5,), iowait=80)),
+                    patience=10).triggered
+    assert not evaluate("IOBottleneck", ProfilerData(system=system(30, cpus=(10, 10), gpus=(5,), iowait=20)),
+                        patience=10).triggered
+    assert not evaluate("IOBottleneck", ProfilerData(system=system(30, cpus=(10,), gpus=(90,), iowait=80)),
+                        patience=10).triggered
+
+
+# -- GPUMemoryIncrease -------------------------------------------------------------------------------------
+def _gpu_memory(values) -> list[dict]:
+    return [{"Type": "gpu", "Name": "gpu0", "Dimension": "GPUMemoryUtilization", "Value": v, "NodeId": "algo-1",
+             "Timestamp": 100.0 + i} for i, v in enumerate(values)]
+
+
+def test_gpu_memory_increase_fires_on_a_jump_not_on_steady_use():
+    jump = _gpu_memory([20.0] * 30 + [90.0])
+    finding = evaluate("GPUMemoryIncrease", ProfilerData(system=jump), patience=20, window=5)
+    assert finding.triggered and "gpu0 memory rose 14.0%" in finding.details  # (90-20)/5
+    assert not evaluate("GPUMemoryIncrease", ProfilerData(system=_gpu_memory([20.0] * 31)), patience=20, window=5).triggered
+    assert "no GPU" in evaluate("GPUMemoryIncrease", ProfilerData(system=system(5, cpus=(1,)))).details
+
+
+# -- LoadBalancing -----------------------------------------------------------------------------------------
+def test_load_balancing_compares_gpus_of_a_node():
+    unbalanced = ProfilerData(system=system(30, cpus=(10,), gpus=(95, 5)))
+    finding = evaluate("LoadBalancing", unbalanced, patience=10)
+    assert finding.triggered and "gpu0 and gpu1 differ (Jensen-Shannon distance 0.83)" in finding.details  # sqrt(ln 2)
+    assert not evaluate("LoadBalancing", ProfilerData(system=system(30, cpus=(10,), gpus=(60, 61))), patience=10).triggered
+    assert not evaluate("LoadBalancing", unbalanced).triggered  # patience 1000
+
+
+# -- BatchSize ---------------------------------------------------------------------------------------------
+def test_batch_size_fires_when_cpu_gpu_and_gpu_memory_are_all_low():
+    idle = ProfilerData(system=system(30, cpus=(20, 30), gpus=(10,)))  # GPU memory 30% in snapshot()
+    finding = evaluate("BatchSize", idle, patience=10, window=20)
+    assert finding.triggered and "p95 utilisation 10%" in finding.details
+    busy_cpu = ProfilerData(system=system(30, cpus=(90, 95), gpus=(10,)))
+    assert not evaluate("BatchSize", busy_cpu, patience=10, window=20).triggered
+    busy_gpu = ProfilerData(system=system(30, cpus=(20,), gpus=(90,)))
+    assert not evaluate("BatchSize", busy_gpu, patience=10, window=20).triggered

@@ -8,5 +8,9 @@ RULES: dict[str, str] = {
     "LowGPUUtilization": "shipyard.rules.profiler.low_gpu_utilization",
     "OverallSystemUsage": "shipyard.rules.profiler.overall_system_usage",
     "MaxInitializationTime": "shipyard.rules.profiler.max_initialization_time",
+    "IOBottleneck": "shipyard.rules.profiler.io_bottleneck",
+    "GPUMemoryIncrease": "shipyard.rules.profiler.gpu_memory_increase",
+    "LoadBalancing": "shipyard.rules.profiler.load_balancing",
+    "BatchSize": "shipyard.rules.profiler.batch_size",
     "ProfilerReport": "shipyard.rules.profiler.profiler_report",
 }

@@ -38,3 +38,21 @@ def summary(values) -> dict[str, float]:
         return {}
     return {"max": float(max(values)), "p99": percentile(values, 99), "p95": percentile(values, 95),
             "p50": percentile(values, 50), "min": float(min(values))}
+
+
+def bottlenecks(data, gpu_threshold: float, busy) -> tuple[int, int]:
+    """(snapshots, bottlenecks): snapshots where some GPU is below gpu_threshold while `busy(records)`."""
+    datapoints = count = 0
+    for _, _, records in data.snapshots():
+        datapoints += 1
+        gpu_idle = any(r["Type"] == "gpu" and r["Dimension"] == "GPUUtilization" and r["Value"] < gpu_threshold
+                       for r in records)
+        count += gpu_idle and busy(records)
+    return datapoints, count
+
+
+def any_above(records, type_: str, dimension: str, threshold: float) -> bool:
+    return any(r["Type"] == type_ and r["Dimension"] == dimension and r["Value"] > threshold for r in records)
+
+
+NO_GPU = "no GPU on any instance: there is no GPU utilisation to evaluate"

@@ -5,7 +5,7 @@ more than `threshold` % of them. Without GPUs no snapshot can be a bottleneck.""
 from __future__ import annotations
 
 from shipyard.rules.parameters import Parameter
-from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding
+from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, any_above, bottlenecks
 
 DESCRIPTION = "Checks whether the GPUs wait for the CPUs: low GPU utilisation while a CPU core is busy."
 RECOMMENDATION = ("Use more data loader workers, move preprocessing out of the training loop or onto the "
@@ -21,17 +21,11 @@ COLLECTIONS = ()
 
 
 def evaluate(data, params: dict, now: float, final: bool) -> Finding:
-    datapoints = bottlenecks = 0
-    for _, _, records in data.snapshots():
-        datapoints += 1
-        gpu_idle = any(r["Type"] == "gpu" and r["Dimension"] == "GPUUtilization"
-                       and r["Value"] < params["gpu_threshold"] for r in records)
-        cpu_busy = any(r["Type"] == "cpu" and r["Dimension"] == "CPUUtilization"
-                       and r["Value"] > params["cpu_threshold"] for r in records)
-        bottlenecks += gpu_idle and cpu_busy
-    ratio = 100.0 * bottlenecks / datapoints if datapoints else 0.0
+    datapoints, count = bottlenecks(data, params["gpu_threshold"],
+                                    lambda records: any_above(records, "cpu", "CPUUtilization", params["cpu_threshold"]))
+    ratio = 100.0 * count / datapoints if datapoints else 0.0
     triggered = datapoints > params["patience"] and ratio > params["threshold"]
-    return Finding(triggered, datapoints, bottlenecks,
-                   f"{bottlenecks} of {datapoints} snapshots ({ratio:.1f}%) had a GPU below "
+    return Finding(triggered, datapoints, count,
+                   f"{count} of {datapoints} snapshots ({ratio:.1f}%) had a GPU below "
                    f"{params['gpu_threshold']:g}% while a CPU core was above {params['cpu_threshold']:g}%",
                    stats={"ratio": ratio})

@@ -5,7 +5,7 @@ p5 < threshold_p5."""
 from __future__ import annotations
 
 from shipyard.rules.parameters import Parameter
-from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, percentile
+from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding, percentile
 
 DESCRIPTION = "Checks for GPUs that are mostly idle (low p95) or whose utilisation swings (high p95, low p5)."
 RECOMMENDATION = ("Underutilised: a larger batch size or a smaller instance. Fluctuating: look for "
@@ -35,6 +35,6 @@ def evaluate(data, params: dict, now: float, final: bool) -> Finding:
             elif p5 < params["threshold_p5"]:
                 problems.append(f"{node} {gpu} fluctuating (p95 {p95:.0f}%, p5 {p5:.0f}% < {params['threshold_p5']:g}%)")
     if not stats:
-        return Finding(False, details="no GPU on any instance: there is no GPU utilisation to evaluate")
+        return Finding(False, details=NO_GPU)
     return Finding(bool(problems), datapoints, len(problems),
                    "; ".join(problems) or f"{len(stats)} GPUs well utilised", stats=stats)

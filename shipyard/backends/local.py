@@ -20,6 +20,7 @@ from shipyard.backends.resources import InstanceResources, MachineResources, det
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
 from shipyard.spec.profiler import agent_settings
+from shipyard.debugger.agent import agent_settings as debugger_settings
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ class LocalBackend:
                 checkpoint_uri=spec.checkpoint_s3_uri,
                 checkpoint_local_path=spec.checkpoint_local_path,
                 heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,
+                debugger=debugger_settings(spec),
                 profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]

@@ -107,6 +107,7 @@ class JobFile(_Frozen):
     spot_without_checkpoints: bool | None = None
     hang_timeout_seconds: float | None = None
     profiler_config: dict[str, Any] | None = None  # ProfilerConfig's fields; the SDK validates them
+    rules: list[dict[str, Any]] | None = None  # RuleConfig's fields (kind, name, rule, parameters, actions)
 
     @field_validator("inputs", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from typing import Protocol
 
 # name -> "module:function"; imported only for jobs that get that far.
 REGISTRY: dict[str, str] = {
+    "debugger_rules": "shipyard.rules.debugger.watcher:create",
     "profiler_rules": "shipyard.profiler.watcher:create",
 }
 

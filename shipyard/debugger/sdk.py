@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.errors import ValidationError
+from shipyard.spec.build import build as build_model
 from shipyard.spec.debugger import CollectionConfig, DebuggerHookConfig
 from shipyard.spec.rules import NotifyCommand, NotifyWebhook, RuleConfig, StopTraining
 
@@ -71,14 +72,15 @@ def CommandAction(argv: list[str]) -> NotifyCommand:  # noqa: N802
 
 
 def hook_and_rules(rules: Any, hook: Any) -> tuple[tuple[RuleConfig, ...], DebuggerHookConfig | None]:
-    rules = tuple(rules or ())
+    # A job.yaml gives each rule as a dict of RuleConfig's fields.
+    rules = tuple(build_model(RuleConfig, "rules", **r) if isinstance(r, dict) else r for r in rules or ())
     for rule in rules:
         if not isinstance(rule, RuleConfig):
             raise ValidationError("rules", rule, "give Rule.sagemaker(...), Rule.custom(...) or ProfilerRule.sagemaker(...)")
     if hook is False:
         return rules, None
     if isinstance(hook, dict):
-        hook = DebuggerHookConfig(**hook)
+        hook = build_model(DebuggerHookConfig, "debugger_hook_config", **hook)
     debugger_rules = [r for r in rules if r.kind == "debugger"]
     if hook is None and not debugger_rules:
         return rules, None  # off unless asked: no hook, nothing imported into the training processes

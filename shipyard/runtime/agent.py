@@ -173,6 +173,20 @@ class Agent:
         if profiler is not None:
             self.say("profiler: final sync " + ("complete" if profiler.stop() else "INCOMPLETE"))
 
+    def start_debugger(self):
+        """The hook config file and the debug-output sync, only for a job that asks for debugging."""
+        if not self.config.debugger:
+            return None
+        from shipyard.debugger import agent as debugger_agent
+
+        return debugger_agent.start(self.config.debugger, self.config.base, self.layout.input_config_dir)
+
+    def finish_debugger(self, sync) -> None:
+        if sync is not None:
+            done = sync.flush(timeout=FLUSH_SECONDS)
+            sync.stop()
+            self.say("debugger: final sync " + ("complete" if done else "INCOMPLETE"))
+
     def install(self, python: str) -> None:
         code_dir = self.layout.code_dir
         target = self.config.site_packages
@@ -211,7 +225,7 @@ class Agent:
         self.layout.create(c.name for c in self.config.channels)
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
-        sync = profiler = None
+        sync = profiler = debugger = None
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
@@ -220,6 +234,7 @@ class Agent:
             self.download_channels()
             sync = self.start_checkpoints()
             profiler = self.start_profiler()
+            debugger = self.start_debugger()
             self.install(sys.executable)
             launcher = launchers.select(env)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
@@ -229,6 +244,7 @@ class Agent:
         except StopRequested:
             self.finish_checkpoints(sync)
             self.finish_profiler(profiler)
+            self.finish_debugger(debugger)
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
@@ -246,6 +262,7 @@ class Agent:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
         self.finish_profiler(profiler)
+        self.finish_debugger(debugger)
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 
@@ -394,6 +411,10 @@ def script_environment(
     child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi_rendezvous)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
+    if config.debugger:
+        from shipyard.debugger.agent import script_environment as debugger_environment
+
+        child.update(debugger_environment(config.base))
     if config.profiler:
         from shipyard.profiler.agent import script_environment as profiler_environment
 

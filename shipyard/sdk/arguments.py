@@ -19,7 +19,7 @@ HONOURED = frozenset({
     # shipyard's own
     "oversubscribe", "stop_grace_seconds", "backend", "spot_simulation", "interruption_notice_seconds",
     "spot_without_checkpoints", "hang_timeout_seconds",
-    "profiler_config",
+    "profiler_config", "rules",
 })
 
 MEANINGLESS_HERE = frozenset({
@@ -34,7 +34,6 @@ MEANINGLESS_HERE = frozenset({
 NOT_YET = {
     "keep_alive_period_in_seconds": "warm pools",
     "instance_groups": "heterogeneous clusters",
-    "rules": "debugger and profiler rules",
     "model_uri": "model channels",
     "model_channel_name": "model channels",
     "disable_output_compression": "uncompressed model output",

@@ -9,10 +9,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pydantic
 
 from shipyard.contract import hyperparameters as hp
 from shipyard.errors import ShipyardError, StorageError, ValidationError
+from shipyard.spec.build import build as build_model
 from shipyard.sdk.arguments import sort_arguments
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.sdk.job import TrainingJob
@@ -66,6 +66,9 @@ class EstimatorBase:
         self.interruption_notice_seconds = args.get("interruption_notice_seconds", 120.0)
         self.spot_without_checkpoints = bool(args.get("spot_without_checkpoints", False))
         self.hang_timeout_seconds = args.get("hang_timeout_seconds", 300.0)
+        from shipyard.debugger.sdk import hook_and_rules
+
+        self.rules, self.debugger_hook_config = hook_and_rules(args.get("rules"), args.get("debugger_hook_config"))
         self.profiler_config = _profiler_config(args.get("profiler_config"), bool(args.get("disable_profiler")))
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
@@ -183,7 +186,7 @@ class EstimatorBase:
                     raise ValidationError(f"{field}.{option}", getattr(item, option), "not supported yet; remove it")
             uri = _absolute(item.s3_data)
             _check_uri_exists(field, uri)
-            channels.append(_pydantic(ChannelSpec, field, name=name, uri=uri,
+            channels.append(build_model(ChannelSpec, field, name=name, uri=uri,
                                       distribution=item.distribution or "FullyReplicated",
                                       content_type=item.content_type, record_wrapping=item.record_wrapping,
                                       s3_data_type=item.s3_data_type))
@@ -221,7 +224,7 @@ class EstimatorBase:
             }),
         }
         metrics = tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions))
-        spec = _pydantic(
+        spec = build_model(
             JobSpec, "job",
             job_name=name, hyperparameters=hyperparameters, instance_count=self.instance_count,
             instance_type=self.instance_type, channels=self._channels(inputs), output_path=output_path,
@@ -235,6 +238,7 @@ class EstimatorBase:
             interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
             spot_without_checkpoints=self.spot_without_checkpoints, hang_timeout_seconds=self.hang_timeout_seconds,
             profiler_config=self.profiler_config,
+            rules=self.rules, debugger_hook_config=self.debugger_hook_config,
         )
         return spec, (entry, source)
 
@@ -304,6 +308,7 @@ class EstimatorBase:
             spot_without_checkpoints=spec.spot_without_checkpoints, hang_timeout_seconds=spec.hang_timeout_seconds,
             spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
             profiler_config=spec.profiler_config,
+            rules=list(spec.rules), debugger_hook_config=spec.debugger_hook_config or False,
         )
         distribution = dist.from_hyperparameters(framework)
         if distribution:
@@ -331,22 +336,10 @@ class EstimatorBase:
         self.input_mode = "File"
 
 
-def _pydantic(model: type, field: str, **values: Any):
-    """Build a spec model, turning pydantic's error into ours: the field, the value, the fix."""
-    try:
-        return model(**values)
-    except pydantic.ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        value = error.get("input") if where else ...  # a rule about several fields: the message names them
-        raise ValidationError(f"{field}.{where}" if where else field, value,
-                              error["msg"].removeprefix("Value error, ")) from None
-
-
 def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | None:
     """profiler_config= (a ProfilerConfig or a dict of its fields); disable_profiler=True turns it off."""
     if isinstance(value, dict):
-        value = _pydantic(ProfilerConfig, "profiler_config", **value)
+        value = build_model(ProfilerConfig, "profiler_config", **value)
     elif value is not None and not isinstance(value, ProfilerConfig):
         raise ValidationError("profiler_config", value, "give a shipyard.profiler.ProfilerConfig or a dict of its fields")
     if value is not None and disable_profiler:
@@ -363,7 +356,7 @@ def _metric(index: int, definition: Any) -> MetricDefinition:
     field = f"metric_definitions[{index}]"
     if not isinstance(definition, dict):
         raise ValidationError(field, definition, "give a dict {'Name': ..., 'Regex': ...}")
-    return _pydantic(MetricDefinition, field, **definition)
+    return build_model(MetricDefinition, field, **definition)
 
 
 def _check_uri_exists(field: str, uri: str) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
+from shipyard.spec.debugger import DebuggerHookConfig
 from shipyard.spec.rules import RuleConfig, check_rules
 
 SECONDARY_BY_PRIMARY = {
@@ -110,6 +111,8 @@ class JobSpec(Frozen):
     hang_timeout_seconds: float = Field(default=300.0, ge=0)
     # Debugger and profiler rules evaluated beside the job (shipyard/spec/rules.py).
     rules: tuple[RuleConfig, ...] = ()
+    # Tensors the debugger hook saves (None: no hook, nothing imported into the training processes).
+    debugger_hook_config: DebuggerHookConfig | None = None
     # System and framework profiling (shipyard/spec/profiler.py); None: off.
     profiler_config: ProfilerConfig | None = None
 

@@ -37,6 +37,14 @@ if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
     except Exception as exc:  # a monitoring aid must never stop the script from running
         print(f"shipyard: heartbeat not installed: {exc}", file=sys.stderr)
 
+if os.environ.get("SMDEBUG_CONFIG_FILE_PATH"):
+    try:
+        from shipyard.debugger import hook
+
+        hook.install()
+    except Exception as exc:
+        print(f"shipyard: debugger hook not installed: {exc}", file=sys.stderr)
+
 if os.environ.get("SHIPYARD_PROFILER_DIR"):
     try:
         from shipyard.profiler import steps

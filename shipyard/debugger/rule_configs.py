@@ -22,4 +22,9 @@ def __getattr__(name: str):
         profiler = {}
     if name in profiler:
         return lambda: _builtin("profiler", name)
-    raise AttributeError(f"no built-in rule {name!r}")
+    from shipyard.errors import closest
+
+    known = [_snake(r) for r in registry("debugger")] + list(profiler)
+    guess = closest(name, known)
+    raise AttributeError(f"no built-in rule {name!r}" + (f"; did you mean {guess!r}?" if guess else
+                                                          f"; known: {', '.join(sorted(known))}"))

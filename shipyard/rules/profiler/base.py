@@ -56,3 +56,17 @@ def any_above(records, type_: str, dimension: str, threshold: float) -> bool:
 
 
 NO_GPU = "no GPU on any instance: there is no GPU utilisation to evaluate"
+
+
+def bottleneck_finding(data, params: dict, metric: str, threshold: str, busy: str) -> Finding:
+    """CPUBottleneck and IOBottleneck: once there are more than `patience` snapshots, fires when more than
+    `threshold` % of them had a GPU below gpu_threshold while some core's `metric` was above
+    params[threshold]."""
+    datapoints, count = bottlenecks(data, params["gpu_threshold"],
+                                    lambda records: any_above(records, "cpu", metric, params[threshold]))
+    ratio = 100.0 * count / datapoints if datapoints else 0.0
+    triggered = datapoints > params["patience"] and ratio > params["threshold"]
+    return Finding(triggered, datapoints, count,
+                   f"{count} of {datapoints} snapshots ({ratio:.1f}%) had a GPU below "
+                   f"{params['gpu_threshold']:g}% while {busy} above {params[threshold]:g}%",
+                   stats={"ratio": ratio})

@@ -5,7 +5,7 @@ more than `threshold` % of them. Without GPUs no snapshot can be a bottleneck.""
 from __future__ import annotations
 
 from shipyard.rules.parameters import Parameter
-from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, any_above, bottlenecks
+from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, bottleneck_finding
 
 DESCRIPTION = "Checks whether the GPUs wait for the CPUs: low GPU utilisation while a CPU core is busy."
 RECOMMENDATION = ("Use more data loader workers, move preprocessing out of the training loop or onto the "
@@ -21,11 +21,4 @@ COLLECTIONS = ()
 
 
 def evaluate(data, params: dict, now: float, final: bool) -> Finding:
-    datapoints, count = bottlenecks(data, params["gpu_threshold"],
-                                    lambda records: any_above(records, "cpu", "CPUUtilization", params["cpu_threshold"]))
-    ratio = 100.0 * count / datapoints if datapoints else 0.0
-    triggered = datapoints > params["patience"] and ratio > params["threshold"]
-    return Finding(triggered, datapoints, count,
-                   f"{count} of {datapoints} snapshots ({ratio:.1f}%) had a GPU below "
-                   f"{params['gpu_threshold']:g}% while a CPU core was above {params['cpu_threshold']:g}%",
-                   stats={"ratio": ratio})
+    return bottleneck_finding(data, params, "CPUUtilization", "cpu_threshold", "a CPU core was")

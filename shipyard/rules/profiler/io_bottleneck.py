@@ -5,7 +5,7 @@ below gpu_threshold while waiting for I/O."""
 from __future__ import annotations
 
 from shipyard.rules.parameters import Parameter
-from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, any_above, bottlenecks
+from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, bottleneck_finding
 
 DESCRIPTION = "Checks whether the GPUs wait for I/O: low GPU utilisation while CPU cores wait for I/O."
 RECOMMENDATION = ("Read data from faster storage or in larger blocks, use more data loader workers, or "
@@ -21,11 +21,4 @@ COLLECTIONS = ()
 
 
 def evaluate(data, params: dict, now: float, final: bool) -> Finding:
-    datapoints, count = bottlenecks(data, params["gpu_threshold"],
-                                    lambda records: any_above(records, "cpu", "I/OWaitPercentage", params["io_threshold"]))
-    ratio = 100.0 * count / datapoints if datapoints else 0.0
-    triggered = datapoints > params["patience"] and ratio > params["threshold"]
-    return Finding(triggered, datapoints, count,
-                   f"{count} of {datapoints} snapshots ({ratio:.1f}%) had a GPU below "
-                   f"{params['gpu_threshold']:g}% while a core waited for I/O above {params['io_threshold']:g}%",
-                   stats={"ratio": ratio})
+    return bottleneck_finding(data, params, "I/OWaitPercentage", "io_threshold", "a core waited for I/O")

@@ -152,13 +152,15 @@ class Agent:
         sync.start()
         return sync
 
-    def finish_checkpoints(self, sync) -> None:
-        if sync is None:
-            return
+    def _final_sync(self, sync, what: str) -> bool:
         done = sync.flush(timeout=FLUSH_SECONDS)
         sync.stop()
-        self.say("checkpoints: final sync " + ("complete" if done else "INCOMPLETE"))
-        self.events.emit("checkpoint_flushed", complete=done)
+        self.say(f"{what}: final sync " + ("complete" if done else "INCOMPLETE"))
+        return done
+
+    def finish_checkpoints(self, sync) -> None:
+        if sync is not None:
+            self.events.emit("checkpoint_flushed", complete=self._final_sync(sync, "checkpoints"))
 
     def start_profiler(self):
         """System monitoring and the profiler-output sync, only for a job that asks for profiling."""
@@ -183,9 +185,7 @@ class Agent:
 
     def finish_debugger(self, sync) -> None:
         if sync is not None:
-            done = sync.flush(timeout=FLUSH_SECONDS)
-            sync.stop()
-            self.say("debugger: final sync " + ("complete" if done else "INCOMPLETE"))
+            self._final_sync(sync, "debugger")
 
     def install(self, python: str) -> None:
         code_dir = self.layout.code_dir

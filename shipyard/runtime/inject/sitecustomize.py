@@ -6,10 +6,12 @@ changes to the script:
   never interleave mid-line (PYTHONUNBUFFERED would split a print into several writes);
 - reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs;
 - marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
+- saves tensors when the job asks for debugging (shipyard.debugger.hook);
 - records step times when the job asks for framework profiling (shipyard.profiler.steps).
 
 Any other sitecustomize on the path still runs."""
 
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -22,36 +24,19 @@ if os.environ.get("SHIPYARD_LINE_BUFFERED"):
             _stream.reconfigure(line_buffering=True, write_through=False)
         except (AttributeError, ValueError):  # replaced or closed streams
             pass
-if os.environ.get("SHIPYARD_CHECKPOINT_WATCH"):
-    try:
-        from shipyard.runtime import resume_check
-
-        resume_check.install()
-    except Exception as exc:
-        print(f"shipyard: checkpoint read check not installed: {exc}", file=sys.stderr)
-if os.environ.get("SHIPYARD_HEARTBEAT_DIR"):
-    try:
-        from shipyard.runtime import heartbeat
-
-        heartbeat.install()
-    except Exception as exc:  # a monitoring aid must never stop the script from running
-        print(f"shipyard: heartbeat not installed: {exc}", file=sys.stderr)
-
-if os.environ.get("SMDEBUG_CONFIG_FILE_PATH"):
-    try:
-        from shipyard.debugger import hook
-
-        hook.install()
-    except Exception as exc:
-        print(f"shipyard: debugger hook not installed: {exc}", file=sys.stderr)
-
-if os.environ.get("SHIPYARD_PROFILER_DIR"):
-    try:
-        from shipyard.profiler import steps
-
-        steps.install()
-    except Exception as exc:
-        print(f"shipyard: step profiling not installed: {exc}", file=sys.stderr)
+# (environment variable the agent sets, module whose install() to call, what it is): each only when the
+# job asks for it, and a monitoring aid that fails never stops the script from running.
+for _variable, _module, _what in (
+    ("SHIPYARD_CHECKPOINT_WATCH", "shipyard.runtime.resume_check", "checkpoint read check"),
+    ("SHIPYARD_HEARTBEAT_DIR", "shipyard.runtime.heartbeat", "heartbeat"),
+    ("SMDEBUG_CONFIG_FILE_PATH", "shipyard.debugger.hook", "debugger hook"),
+    ("SHIPYARD_PROFILER_DIR", "shipyard.profiler.steps", "step profiling"),
+):
+    if os.environ.get(_variable):
+        try:
+            importlib.import_module(_module).install()
+        except Exception as exc:
+            print(f"shipyard: {_what} not installed: {exc}", file=sys.stderr)
 
 # Chain to the sitecustomize this one shadows, if there is one, without disturbing this module's import.
 _spec = importlib.machinery.PathFinder.find_spec(

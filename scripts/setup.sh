@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages shipyard needs at run and test time: instance sandboxes, and OpenMPI for the `mpi`
-# strategy (the headers let pip build mpi4py where no wheel fits).
-APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev"
+# strategy (the headers let pip build mpi4py where no wheel fits), and Chromium, the real browser the
+# profiling report is checked in (Playwright drives Debian's build; it never downloads its own).
+APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev chromium"
 VENV=.venv
 STAMP_DIR="$VENV/.shipyard-setup"
 

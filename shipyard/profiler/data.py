@@ -1,6 +1,8 @@
 """The profiler's data as stored under a job's profiler-output (see docs/profiler.md), read back for the
-rules and the report: system metrics (SageMaker's JSON lines) and step events with their dataloader
-wait (Chrome trace files).
+rules and the report: system metrics (SageMaker's JSON lines), step events with their dataloader wait,
+and the other framework events (Chrome trace files): the phases inside a step (Forward,
+Backward(post-forward), Optimizer) and the dataloader's (DataLoaderIterInitialize, DataLoaderIter,
+DataLoaderWorker) with the OS process that emitted them.
 
 `ProfilerReader` reads a URI incrementally: a file is read again only when its size changed (the current
 minute's system file is rewritten as it grows), so a watcher can poll it every few seconds."""
@@ -9,33 +11,60 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # smdebug treats events less than 20 ms apart as one snapshot.
 SNAPSHOT_SECONDS = 0.02
 SYSTEM_DIR = "system/incremental"
 FRAMEWORK_DIR = "framework/pevents"
+STEP_PREFIX = "Step:ModeKeys."
+# The dataloader's events (SageMaker's PyTorch names).
+DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER = "DataLoaderIterInitialize", "DataLoaderIter", "DataLoaderWorker"
+# <end_ts_us>_<node>[-rank<r>]_model_timeline.json: the node, for events whose args do not name it.
+_TRACE_NAME = re.compile(r"^\d+_(?P<node>.+?)(?:-rank\d+)?_[a-z]+_?timeline\.json$")
 
 
 @dataclass(frozen=True)
 class StepEvent:
     node: str
-    pid: int
+    pid: int  # the rank
     step: int
     start: float  # epoch seconds
     duration: float  # seconds
     dataloader: float = 0.0  # seconds of it spent waiting for DataLoader batches
+    mode: str = "TRAIN"  # from Step:ModeKeys.<mode>
+
+
+@dataclass(frozen=True)
+class FrameworkEvent:
+    """Any other complete event of a trace: a phase of a step or a dataloader event."""
+
+    name: str
+    node: str
+    pid: int  # the rank
+    os_pid: int  # the emitting process: args.worker_pid for DataLoaderWorker, else args.os_pid (else the rank)
+    step: int | None
+    start: float  # epoch seconds
+    duration: float  # seconds
+    args: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
 class ProfilerData:
     system: list[dict] = field(default_factory=list)  # {"Type","Name","Dimension","Value","NodeId","Timestamp"}
     steps: list[StepEvent] = field(default_factory=list)
+    events: list[FrameworkEvent] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:
-        return sorted({r["NodeId"] for r in self.system} | {s.node for s in self.steps})
+        return sorted({r["NodeId"] for r in self.system} | {s.node for s in self.steps} | {e.node for e in self.events})
+
+    def framework_events(self, node: str | None = None, names=None) -> list[FrameworkEvent]:
+        """Framework events (of one node, with one of `names`), in time order."""
+        return sorted((e for e in self.events if (node is None or e.node == node) and (names is None or e.name in names)),
+                      key=lambda e: (e.start, e.pid))
 
     def snapshots(self, node: str | None = None) -> list[tuple[str, float, list[dict]]]:
         """(node, timestamp, records) per snapshot, in time order."""
@@ -67,17 +96,20 @@ class ProfilerData:
             values.sort()
         return dict(out)
 
-    def step_durations(self, node: str) -> list[StepEvent]:
-        return sorted((s for s in self.steps if s.node == node), key=lambda s: (s.start, s.pid))
+    def step_durations(self, node: str, mode: str | None = None) -> list[StepEvent]:
+        """One node's steps (of every rank; of one mode, TRAIN or EVAL, when given), in time order."""
+        return sorted((s for s in self.steps if s.node == node and (mode is None or s.mode == mode)),
+                      key=lambda s: (s.start, s.pid))
 
     @property
     def first_timestamp(self) -> float | None:
-        times = [r["Timestamp"] for r in self.system] + [s.start for s in self.steps]
+        times = [r["Timestamp"] for r in self.system] + [s.start for s in self.steps] + [e.start for e in self.events]
         return min(times) if times else None
 
     @property
     def last_timestamp(self) -> float | None:
-        times = [r["Timestamp"] for r in self.system] + [s.start + s.duration for s in self.steps]
+        times = ([r["Timestamp"] for r in self.system] + [s.start + s.duration for s in self.steps]
+                 + [e.start + e.duration for e in self.events])
         return max(times) if times else None
 
 
@@ -93,26 +125,48 @@ def parse_system(text: str) -> list[dict]:
     return records
 
 
-def parse_trace(text: str) -> list[StepEvent]:
-    """Step events of one Chrome trace file: 'ph': 'X' events named Step:ModeKeys.*, with `ts` relative
-    to the process_name metadata event's start_time_since_epoch_in_micros."""
+def parse_trace(text: str, node: str = "") -> tuple[list[StepEvent], list[FrameworkEvent]]:
+    """The complete ('ph': 'X') events of one Chrome trace file, `ts` being relative to the process_name
+    metadata event's start_time_since_epoch_in_micros: Step:ModeKeys.* as steps (their dataloader wait
+    is added by `with_dataloader_wait`, as the DataLoaderIter events may be in other files), the rest as
+    framework events. `node` is used where an event's args do not name one."""
     events = json.loads(text)
     base = 0
     for event in events:
         if event.get("ph") == "M" and event.get("name") == "process_name":
             base = event.get("args", {}).get("start_time_since_epoch_in_micros", 0)
-    waits: dict[tuple[int, int], float] = defaultdict(float)
+    steps, others = [], []
     for event in events:
-        if event.get("ph") == "X" and event.get("name") == "DataLoaderIter":
-            waits[int(event.get("pid", 0)), int(event.get("args", {}).get("step_num", 0))] += event["dur"] / 1e6
-    steps = []
+        if event.get("ph") != "X":
+            continue
+        name, args, pid = str(event.get("name", "")), event.get("args") or {}, int(event.get("pid", 0))
+        start, duration = (base + event["ts"]) / 1e6, event.get("dur", 0) / 1e6
+        if name.startswith("Step:"):
+            steps.append(StepEvent(node=args.get("node", node), pid=pid, step=int(args.get("step_num", 0)),
+                                   start=start, duration=duration, mode=name.removeprefix(STEP_PREFIX)))
+            continue
+        step = args.get("step_num")
+        os_pid = args.get("worker_pid") if name == DATALOADER_WORKER else None
+        others.append(FrameworkEvent(name=name, node=args.get("node", node), pid=pid,
+                                     os_pid=int(os_pid or args.get("os_pid", pid)),
+                                     step=int(step) if step is not None else None, start=start, duration=duration,
+                                     args=args))
+    return steps, others
+
+
+def with_dataloader_wait(steps: list[StepEvent], events: list[FrameworkEvent]) -> list[StepEvent]:
+    """Steps with the time their rank waited for DataLoader batches (DataLoaderIter events of that step)."""
+    waits: dict[tuple[str, int, int], float] = defaultdict(float)
     for event in events:
-        if event.get("ph") == "X" and str(event.get("name", "")).startswith("Step:"):
-            args = event.get("args", {})
-            pid, step = int(event.get("pid", 0)), int(args.get("step_num", 0))
-            steps.append(StepEvent(node=args.get("node", ""), pid=pid, step=step, start=(base + event["ts"]) / 1e6,
-                                   duration=event["dur"] / 1e6, dataloader=waits.get((pid, step), 0.0)))
-    return steps
+        if event.name == DATALOADER_ITER and event.step is not None:
+            waits[event.node, event.pid, event.step] += event.duration
+    return [replace(s, dataloader=waits[s.node, s.pid, s.step]) if (s.node, s.pid, s.step) in waits else s
+            for s in steps]
+
+
+def node_of_trace(path: str) -> str:
+    match = _TRACE_NAME.match(posixpath.basename(path))
+    return match.group("node") if match else ""
 
 
 class ProfilerReader:
@@ -120,7 +174,7 @@ class ProfilerReader:
         self.uri = uri
         self._sizes: dict[str, int] = {}
         self._system: dict[str, list[dict]] = {}
-        self._steps: dict[str, list[StepEvent]] = {}
+        self._traces: dict[str, tuple[list[StepEvent], list[FrameworkEvent]]] = {}
 
     def read(self) -> ProfilerData:
         """Everything under the URI now, reading only files that are new or changed."""
@@ -135,22 +189,27 @@ class ProfilerReader:
         for name, info in found.items():
             rel = name[len(root) + 1:]
             size = info.get("size")
-            if not rel.endswith(".json") or self._sizes.get(rel) == size:
+            system = rel.startswith(SYSTEM_DIR + "/")
+            # Only these two folders: detailed torch traces and Python stats elsewhere are large and not read.
+            if (not system and not rel.startswith(FRAMEWORK_DIR + "/")) or not rel.endswith(".json") \
+                    or self._sizes.get(rel) == size:
                 continue
             try:
                 with fs.open(name, "r") as f:
                     text = f.read()
-                if rel.startswith(SYSTEM_DIR + "/"):
+                if system:
                     self._system[rel] = parse_system(text)
-                elif rel.startswith(FRAMEWORK_DIR + "/"):
-                    self._steps[rel] = parse_trace(text)
+                else:
+                    self._traces[rel] = parse_trace(text, node_of_trace(rel))
             except (OSError, ValueError):
                 continue  # read again next time
             self._sizes[rel] = size
         if hasattr(fs, "invalidate_cache"):
             fs.invalidate_cache(root)
+        events = [e for _, es in self._traces.values() for e in es]
         return ProfilerData(system=[r for rs in self._system.values() for r in rs],
-                            steps=[s for ss in self._steps.values() for s in ss])
+                            steps=with_dataloader_wait([s for ss, _ in self._traces.values() for s in ss], events),
+                            events=events)
 
 
 def system_file(root: str, node: str, timestamp: float) -> str:

@@ -8,6 +8,7 @@ reader or the upload sync never sees a torn line."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -17,15 +18,19 @@ import psutil
 
 from shipyard.profiler.data import system_file
 
+log = logging.getLogger(__name__)
+
 
 def _nvml():
-    """pynvml's handles for this instance's GPUs, or None where there is no NVML (no GPU)."""
+    """pynvml (nvidia-ml-py) and its handles for this instance's GPUs, or None where NVML cannot start (no
+    driver, no GPU, no binding): then the monitor records no GPU metrics, which is not an error."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:
+    except Exception as exc:
+        log.debug("no GPU metrics: NVML did not initialise (%s)", exc)
         return None
 
 
@@ -69,6 +74,7 @@ class SystemMonitor:
         if self._gpus is not None:
             nvml, handles = self._gpus
             for i, handle in enumerate(handles):
+                # Utilisation: % of the last sample period a kernel ran; memory: % of the GPU's memory in use.
                 rates = nvml.nvmlDeviceGetUtilizationRates(handle)
                 memory = nvml.nvmlDeviceGetMemoryInfo(handle)
                 self._record("gpu", f"gpu{i}", "GPUUtilization", rates.gpu, ts)
@@ -99,3 +105,8 @@ class SystemMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._gpus is not None:
+            try:
+                self._gpus[0].nvmlShutdown()
+            except Exception:
+                pass  # the process ends soon; NVML's state does not outlive it

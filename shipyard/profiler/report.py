@@ -1,31 +1,46 @@
-"""The profiling report of a job: one self-contained HTML file (inline SVG, no scripts, no network) with
-the job summary, utilisation over time per instance, system usage statistics, step durations with their
-outliers, dataloader wait against compute, and every profiler rule's finding with its recommendation. `shipyard report JOB` writes it
-into the job's directory; the rules are evaluated over the data as it is now (the job may still run)."""
+"""The profiling report of a job: one self-contained HTML file (inline SVG, no scripts, no network), in
+the order of SageMaker's: the job summary, the rules table (each rule's description, recommendation,
+trigger count, data points and finding), system usage per instance (utilisation over time and
+statistics), the framework metrics summary (time in steps vs others; forward, backward, optimizer and
+dataloader wait within the steps), step durations with their outliers per instance, and data loading
+(parallel loader processes against the cores, loading times, wait against compute per step).
+`shipyard report JOB` writes it into the job's directory; the rules are evaluated over the data as it
+is now (the job may still run)."""
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from html import escape
 from pathlib import Path
 
 from shipyard.profiler import charts
-from shipyard.profiler.data import ProfilerData, ProfilerReader
+from shipyard.profiler.data import DATALOADER_ITER, DATALOADER_WORKER, ProfilerData, ProfilerReader
 from shipyard.rules import rule_module
 from shipyard.rules.parameters import parse_parameters
 from shipyard.rules.profiler import profiler_report
+from shipyard.rules.profiler.dataloader import node_stats
+from shipyard.rules.profiler.overall_framework_metrics import PHASES
 from shipyard.rules.profiler.overall_system_usage import UNITS
 
-STYLE = """body{font-family:sans-serif;margin:24px;max-width:1000px;color:#222}
-table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}
+STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top}
+table.rules td:nth-child(3),table.rules td:nth-child(4),table.rules td:nth-child(5){min-width:200px}
+table.rules td:nth-child(8){font-size:11px;color:#555}
 th{background:#f3f3f3}.IssuesFound{color:#d62728;font-weight:bold}.NoIssuesFound{color:#2ca02c}
-.chart{display:block;margin:8px 0}"""
+.chart{display:block;margin:8px 0}h4{margin:12px 0 0;font-size:13px;font-weight:normal;color:#555}"""
 
 
-def _table(header: list[str], rows: list[list]) -> str:
+def _table(header: list[str], rows: list[list], css: str = "") -> str:
     head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    attribute = f' class="{css}"' if css else ""
+    return f"<table{attribute}><tr>{head}</tr>{body}</table>"
+
+
+def _chart(caption: str, svg: str) -> str:
+    """A chart with its caption visible above it (the SVG's <title> is only a tooltip)."""
+    return f"<h4>{escape(caption)}</h4>{svg}"
 
 
 def _utilisation(data: ProfilerData, node: str) -> dict[str, list[tuple[float, float]]]:
@@ -47,88 +62,157 @@ def _report_parameters(spec) -> dict:
 
 
 def render(spec, record, data: ProfilerData, statuses: list[dict]) -> str:
-    findings = profiler_report.evaluate_all(data, _report_parameters(spec), time.time(), final=record.terminal)
+    params = _report_parameters(spec)
+    findings = profiler_report.evaluate_all(data, params, time.time(), final=record.terminal)
     sections = [f"<h1>Profiling report: {escape(spec.job_name)}</h1>",
-                f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')}; job status {escape(record.status)}.</p>"]
-    init = findings["MaxInitializationTime"].stats
-    summary = [["start", _when(record.training_start_time or record.creation_time)],
-               ["end", _when(record.training_end_time) if record.training_end_time else "still running"],
-               ["nodes", escape(", ".join(data.nodes)) or "none yet"],
-               ["steps recorded", len(data.steps)]]
-    if "first_step" in init:
-        summary += [["training loop start", _when(init["first_step"])], ["training loop end", _when(init["last_step"])],
-                    ["initialization (s)", f"{init['initialization_seconds']:.1f}"],
-                    ["training loop (s)", f"{init['last_step'] - init['first_step']:.1f}"]]
-    sections += ["<h2>Training job summary</h2>", _table(["", ""], summary)]
-
-    sections.append("<h2>Rules summary</h2>")
-    status_of = {s["rule"]: s for s in statuses}
-    rows = []
-    for rule, finding in sorted(findings.items(), key=lambda kv: -kv[1].violations):
-        module = rule_module("profiler", rule)
-        stored = next((s for name, s in status_of.items() if name == rule), None)
-        status = stored["status"] if stored else ("IssuesFound" if finding.triggered else "NoIssuesFound")
-        params = ", ".join(f"{k}={v}" for k, v in profiler_report.sub_parameters(rule, _report_parameters(spec)).items()
-                           if k != "scan_interval_us")
-        rows.append([escape(rule), f'<span class="{status}">{status}</span>', escape(module.DESCRIPTION),
-                     escape(module.RECOMMENDATION) if finding.triggered else "", escape(finding.details),
-                     finding.violations, finding.datapoints, escape(params)])
-    sections.append(_table(["Rule", "Status", "Description", "Recommendation", "Finding", "Triggered",
-                            "Datapoints", "Parameters"], rows))
-    others = [s for s in statuses if s["rule"] not in findings]
-    if others:
-        sections.append(_table(["Job rule", "Status", "Details"],
-                               [[escape(s["rule"]), f'<span class="{s["status"]}">{s["status"]}</span>',
-                                 escape(s["details"] or "")] for s in others]))
-
-    sections.append("<h2>System usage</h2>")
-    usage = findings["OverallSystemUsage"].stats
-    for node in data.nodes:
-        sections.append(f"<h3>{escape(node)}</h3>")
-        sections.append(charts.line_chart(f"{node} utilisation", _utilisation(data, node), "%", y_max=100))
-        stats = usage.get(node, {})
-        sections.append(_table(["metric", "unit", "max", "p99", "p95", "p50", "min"],
-                               [[m, UNITS[m], *(f"{s[k]:.1f}" for k in ("max", "p99", "p95", "p50", "min"))]
-                                for m, s in stats.items() if s]))
-
-    sections.append("<h2>Step durations</h2>")
-    outliers = findings["StepOutlier"].stats
-    for node in data.nodes:
-        steps = data.step_durations(node)
-        if not steps:
-            continue
-        limit = outliers.get(node, {}).get("limit")
-        sections.append(f"<h3>{escape(node)}</h3>")
-        sections.append(charts.step_chart(f"{node} step durations", [(s.step, s.duration) for s in steps], limit))
-        normal = [s.duration for s in steps if limit is None or s.duration <= limit]
-        sections.append(charts.histogram(f"{node} step duration histogram (outliers left out)", normal))
-        if node in outliers:
-            found = outliers[node]["outliers"]
-            sections.append(f"<p>{len(found)} outliers above {limit:.4f}s: "
-                            + escape(", ".join(f"step {s} ({d:.3f}s)" for s, d in found[:20])) + "</p>")
-    sections += _dataloader(data)
-    if not data.steps:
-        sections.append("<p>No step times: give profiler_config a framework_profile_params to record them.</p>")
+                f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')}; job status {escape(record.status)}.</p>",
+                *_summary(record, data, findings), *_rules(findings, statuses, params), *_system(data, findings),
+                *_framework(data, findings), *_steps(data, findings), *_dataloader(data)]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Profiling report '
             f"{escape(spec.job_name)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(sections) + "\n</body></html>\n")
 
 
-def _dataloader(data: ProfilerData) -> list[str]:
-    """Per node: how much of the step time went to waiting for DataLoader batches."""
-    nodes = [n for n in data.nodes if any(s.dataloader for s in data.step_durations(n))]
+def _summary(record, data: ProfilerData, findings) -> list[str]:
+    start = record.training_start_time or record.creation_time
+    end = record.training_end_time
+    rows = [["start", _when(start)], ["end", _when(end) if end else "still running"],
+            ["nodes", escape(", ".join(data.nodes)) or "none yet"], ["steps recorded", len(data.steps)]]
+    init = findings["MaxInitializationTime"].stats
+    if "first_step" in init:
+        loop = init["last_step"] - init["first_step"]
+        rows += [["training loop start", _when(init["first_step"])], ["training loop end", _when(init["last_step"])],
+                 ["initialization (s)", f"{init['initialization_seconds']:.1f}"], ["training loop (s)", f"{loop:.1f}"]]
+        if end and start:
+            total = max(end - start, 1e-9)
+            final = max(end - init["last_step"], 0.0)
+            rows += [["finalization (s)", f"{final:.1f}"], ["job duration (s)", f"{end - start:.1f}"],
+                     ["initialization / training loop / finalization",
+                      f"{100 * init['initialization_seconds'] / total:.0f}% / {100 * loop / total:.0f}% / "
+                      f"{100 * final / total:.0f}%"]]
+    return ['<h2 id="summary">Training job summary</h2>', _table(["", ""], rows)]
+
+
+def _rules(findings, statuses: list[dict], params: dict) -> list[str]:
+    """Every profiler rule, those that found most first, as SageMaker's rules summary."""
+    status_of = {s["rule"]: s for s in statuses}
+    rows = []
+    for rule, finding in sorted(findings.items(), key=lambda kv: -kv[1].violations):
+        module = rule_module("profiler", rule)
+        stored = status_of.get(rule)
+        status = stored["status"] if stored else ("IssuesFound" if finding.triggered else "NoIssuesFound")
+        shown = ", ".join(f"{k}={v}" for k, v in profiler_report.sub_parameters(rule, params).items()
+                          if k != "scan_interval_us") or "—"
+        rows.append([escape(rule), f'<span class="{status}">{status}</span>', escape(module.DESCRIPTION),
+                     escape(module.RECOMMENDATION), escape(finding.details), finding.violations, finding.datapoints,
+                     escape(shown)])
+    out = ['<h2 id="rules">Rules summary</h2>',
+           _table(["Rule", "Status", "Description", "Recommendation", "Finding", "Triggered", "Datapoints",
+                   "Parameters"], rows, "rules")]
+    others = [s for s in statuses if s["rule"] not in findings]
+    if others:
+        out.append(_table(["Job rule", "Status", "Details"],
+                          [[escape(s["rule"]), f'<span class="{s["status"]}">{s["status"]}</span>',
+                            escape(s["details"] or "")] for s in others]))
+    return out
+
+
+def _system(data: ProfilerData, findings) -> list[str]:
+    out, usage = ['<h2 id="system">System usage</h2>'], findings["OverallSystemUsage"].stats
+    for node in data.nodes:
+        out.append(f"<h3>{escape(node)}</h3>")
+        out.append(_chart(f"{node} utilisation over time (%)",
+                          charts.line_chart(f"{node} utilisation", _utilisation(data, node), "%", y_max=100)))
+        out.append(_table(["metric", "unit", "max", "p99", "p95", "p50", "min"],
+                          [[m, UNITS[m], *(f"{s[k]:.1f}" for k in ("max", "p99", "p95", "p50", "min"))]
+                           for m, s in usage.get(node, {}).items() if s]))
+    return out
+
+
+def _framework(data: ProfilerData, findings) -> list[str]:
+    """Where the training processes' time went, per node, from OverallFrameworkMetrics."""
+    stats = findings["OverallFrameworkMetrics"].stats
+    nodes = [n for n in data.nodes if n in stats and stats[n]["step_time"]]
     if not nodes:
-        return []
-    out, rows = ["<h2>Dataloader wait vs compute</h2>"], []
+        return ['<h2 id="framework">Framework metrics summary</h2>',
+                "<p>No step times: give profiler_config a framework_profile_params to record them.</p>"]
+    phases, rows = {}, []
     for node in nodes:
-        steps = data.step_durations(node)
-        total, waiting = sum(s.duration for s in steps), sum(s.dataloader for s in steps)
-        rows.append([escape(node), len(steps), f"{total:.2f}", f"{waiting:.2f}", f"{100 * waiting / total:.1f}"])
-        out.append(charts.line_chart(f"{node} dataloader wait and compute per step", {
-            "dataloader wait": [(s.step, s.dataloader) for s in steps],
-            "compute": [(s.step, max(s.duration - s.dataloader, 0.0)) for s in steps]}, "seconds",
-            x_label="step", from_zero=False))
-    return [out[0], _table(["node", "steps", "step time (s)", "dataloader wait (s)", "wait %"], rows), *out[1:]]
+        m = stats[node]
+        within = {**m["phases"], "dataloader wait": m["dataloader_wait"]}
+        phases[node] = {**within, "rest of the step": max(m["step_time"] - sum(within.values()), 0.0)}
+        rows.append([escape(node), f"{m['step_time']:.2f}", f"{m['others']:.2f}",
+                     *(f"{m['phases'].get(p, 0.0):.2f}" for p in PHASES), f"{m['dataloader_wait']:.2f}",
+                     f"{m['dataloader_workers']:.2f}"])
+    out = ['<h2 id="framework">Framework metrics summary</h2>',
+           "<p>Seconds summed over each node's training processes. Backward(post-forward) spans from the end of "
+           "a step's last forward pass to the start of optimizer.step().</p>",
+           _table(["node", "steps (s)", "others (s)", *(f"{p} (s)" for p in PHASES), "dataloader wait (s)",
+                   "dataloader workers (s)"], rows),
+           _chart("Time in TRAIN/EVAL steps vs others (between the first and last step)",
+                  charts.share_bars("steps vs others", {n: {**{f"{mode} steps": t for mode, t in stats[n]["steps"].items()},
+                                                             "others": stats[n]["others"]} for n in nodes}))]
+    if any(stats[n]["phases"] or stats[n]["dataloader_wait"] for n in nodes):
+        out.append(_chart("Within the steps: forward, backward, optimizer and dataloader wait",
+                          charts.share_bars("step phases", phases)))
+    return out
+
+
+def _steps(data: ProfilerData, findings) -> list[str]:
+    out, outliers = ['<h2 id="steps">Step durations</h2>'], findings["StepOutlier"].stats
+    for node in data.nodes:
+        for mode in sorted({s.mode for s in data.step_durations(node)}):
+            steps = data.step_durations(node, mode)
+            found = outliers.get(node, {}).get(mode, {})
+            limit = found.get("limit")
+            out.append(f"<h3>{escape(node)} {escape(mode)}</h3>")
+            out.append(_chart(f"{node} {mode} step durations by step (outliers in red, above the dashed limit)",
+                              charts.step_chart(f"{node} step durations", [(s.step, s.duration) for s in steps], limit)))
+            normal = [s.duration for s in steps if limit is None or s.duration <= limit]
+            out.append(_chart(f"{node} {mode} step duration histogram (outliers left out)",
+                              charts.histogram(f"{node} step duration histogram", normal)))
+            if found.get("outliers"):
+                out.append(f"<p>{len(found['outliers'])} outliers above {limit:.4f}s (mean {found['mean']:.4f}s): "
+                           + escape(", ".join(f"step {s} ({d:.3f}s)" for s, d in found["outliers"][:20])) + "</p>")
+            elif found:
+                out.append(f"<p>No outliers above {limit:.4f}s (mean {found['mean']:.4f}s).</p>")
+    return out
+
+
+def _dataloader(data: ProfilerData) -> list[str]:
+    """Per node: parallel loader processes against the cores, loading times, and the wait per step."""
+    loaders = {node: node_stats(data, node) for node in data.nodes}
+    waiting = [n for n in data.nodes if any(s.dataloader for s in data.step_durations(n))]
+    if not waiting and not any(loaders.values()):
+        return []
+    out, rows = ['<h2 id="dataloader">Data loading</h2>'], []
+    for node in data.nodes:
+        stats, steps = loaders[node], data.step_durations(node)
+        total, wait = sum(s.duration for s in steps), sum(s.dataloader for s in steps)
+        times = stats["dataloading_time"] if stats else {}
+        rows.append([escape(node), stats["cores"] if stats else "", stats["dataloaders"] if stats else "",
+                     stats["processes"] if stats else "", escape(str(stats.get("num_workers", ""))) if stats else "",
+                     escape(str(stats.get("pin_memory", ""))) if stats else "",
+                     *(f"{times[q] * 1000:.1f}" if times else "" for q in ("p25", "p50", "p95")),
+                     f"{100 * wait / total:.1f}" if total else ""])
+    out.append(_table(["node", "cores", "median parallel loader processes", "loader processes", "num_workers",
+                       "pin_memory", "loading p25 (ms)", "p50 (ms)", "p95 (ms)", "wait % of step time"], rows))
+    for node in waiting:
+        per_step: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        for s in data.step_durations(node, "TRAIN"):
+            per_step[s.step].append((s.dataloader, max(s.duration - s.dataloader, 0.0)))
+        mean = {step: [sum(v) / len(v) for v in zip(*pairs)] for step, pairs in sorted(per_step.items())}
+        out.append(_chart(f"{node} dataloader wait and compute per step (mean over ranks)", charts.line_chart(
+            f"{node} dataloader wait and compute per step",
+            {"dataloader wait": [(step, w) for step, (w, _) in mean.items()],
+             "compute": [(step, c) for step, (_, c) in mean.items()]}, "seconds", x_label="step", from_zero=False)))
+    for node in data.nodes:
+        fetches = [e.duration for e in data.framework_events(node, (DATALOADER_WORKER,))] or \
+                  [e.duration for e in data.framework_events(node, (DATALOADER_ITER,))]
+        if fetches:
+            out.append(_chart(f"{node} dataloading time histogram", charts.histogram(
+                f"{node} dataloading time", fetches, x_label="seconds per batch", y_label="batches")))
+    return out
 
 
 def _when(ts: float | None) -> str:

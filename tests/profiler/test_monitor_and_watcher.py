@@ -80,3 +80,97 @@ def test_no_watcher_without_profiler_rules_or_with_profiling_off(tmp_path):
     spec = JobSpec(job_name="j", instance_count=1, output_path=str(tmp_path), profiler_config=ProfilerConfig())
     assert create(spec, tmp_path, Store()) is None
     assert create(JobSpec(job_name="j", instance_count=1, output_path=str(tmp_path)), tmp_path, Store()) is None
+
+
+class FakeNVML:
+    """NVML's functions as pynvml gives them, for a 2-GPU machine: gpu0 busy, gpu1 idle."""
+
+    def __init__(self):
+        self.shut = False
+
+    def install(self, monkeypatch):
+        import pynvml
+
+        for name in ("nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+                     "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo"):
+            monkeypatch.setattr(pynvml, name, getattr(self, name))
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"handle{index}"
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        import pynvml
+
+        rates = pynvml.c_nvmlUtilization_t()
+        rates.gpu, rates.memory = (97, 40) if handle == "handle0" else (3, 1)
+        return rates
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        import pynvml
+
+        memory = pynvml.c_nvmlMemory_t()
+        memory.total, memory.used = 80 * 2**30, (60 if handle == "handle0" else 8) * 2**30
+        memory.free = memory.total - memory.used
+        return memory
+
+
+def test_monitor_records_each_gpu_through_nvml_and_gpu_rules_read_them(tmp_path, monkeypatch):
+    from shipyard.rules import rule_module
+    from shipyard.rules.parameters import parse_parameters
+
+    nvml = FakeNVML()
+    nvml.install(monkeypatch)
+    monitor = SystemMonitor(tmp_path, "algo-1", 100)
+    for _ in range(12):
+        monitor.sample()
+        time.sleep(0.025)  # snapshots more than 20 ms apart
+    monitor.stop()
+    assert nvml.shut
+    [path] = list((tmp_path / "system" / "incremental").glob("*/*.algo-1.json"))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    gpu = [r for r in records if r["Type"] == "gpu"]
+    assert {(r["Name"], r["Dimension"], r["Value"]) for r in gpu} == {
+        ("gpu0", "GPUUtilization", 97.0), ("gpu0", "GPUMemoryUtilization", 75.0),
+        ("gpu1", "GPUUtilization", 3.0), ("gpu1", "GPUMemoryUtilization", 10.0)}
+    assert len(gpu) == 12 * 4 and {r["NodeId"] for r in gpu} == {"algo-1"}
+    assert {tuple(sorted(r)) for r in gpu} == {("Dimension", "Name", "NodeId", "Timestamp", "Type", "Value")}
+
+    data = ProfilerReader(str(tmp_path)).read()
+    assert len(data.snapshots()) == 12
+    judge = lambda rule, **p: rule_module("profiler", rule).evaluate(
+        data, parse_parameters(rule, rule_module("profiler", rule).PARAMETERS, {k: str(v) for k, v in p.items()}),
+        time.time(), True)
+    low = judge("LowGPUUtilization", patience=5, window=10)
+    assert low.triggered and "algo-1 gpu1 underutilised (p95 3%" in low.details and "gpu0" not in low.details
+    balance = judge("LoadBalancing", patience=5)
+    assert balance.triggered and "algo-1 gpu0 and algo-1 gpu1 differ" in balance.details
+    assert not judge("GPUMemoryIncrease", patience=5, window=3).triggered
+
+
+def test_monitor_without_nvml_records_no_gpu_and_says_so_once_at_debug(tmp_path, monkeypatch, caplog):
+    import logging
+
+    import pynvml
+
+    def fail():
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", fail)
+    with caplog.at_level(logging.DEBUG, logger="shipyard.profiler.monitor"):
+        monitor = SystemMonitor(tmp_path, "algo-1", 100)
+        monitor.sample()
+        monitor.sample()
+        monitor.stop()
+    [line] = [r for r in caplog.records if r.name == "shipyard.profiler.monitor"]
+    assert line.levelno == logging.DEBUG and "no GPU metrics: NVML did not initialise" in line.getMessage()
+    records = ProfilerReader(str(tmp_path)).read().system
+    assert records and not [r for r in records if r["Type"] == "gpu"]

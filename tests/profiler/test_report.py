@@ -1,39 +1,147 @@
-"""The report's HTML from synthetic data, and the trace files it reads (no job needed)."""
+"""The reader over files written as contract 3 says (steps, phases, dataloader events from the training
+processes and their workers), and the report's HTML from a synthetic 2-node job (no job needed)."""
 
 from __future__ import annotations
 
 import json
+import random
+import re
+from collections import defaultdict
 from types import SimpleNamespace
 
-from shipyard.profiler.data import ProfilerData, parse_trace
+from shipyard.profiler.data import ProfilerReader, system_file
 from shipyard.profiler.report import render
+from shipyard.profiler.rule import ProfilerRule
+from shipyard.debugger import rule_configs
 from shipyard.spec.job import JobSpec
 from shipyard.spec.profiler import ProfilerConfig
-from tests.profiler.test_rules import steps, system
+
+T0 = 1_795_000_020.0  # epoch seconds of the first record
+NODES = {"algo-1": 2, "algo-2": 0}  # node -> the DataLoader's num_workers on each of its 2 ranks
+STEPS, STEP_SECONDS, OUTLIER = 150, 0.3, ("algo-2", 120)
 
 
-def test_trace_files_give_steps_with_their_dataloader_wait():
-    events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"start_time_since_epoch_in_micros": 10_000_000}},
-              {"name": "DataLoaderIter", "ph": "X", "pid": 1, "ts": 0, "dur": 200_000, "args": {"step_num": 2}},
-              {"name": "DataLoaderIter", "ph": "X", "pid": 1, "ts": 200_000, "dur": 100_000, "args": {"step_num": 2}},
-              {"name": "Step:ModeKeys.TRAIN", "ph": "X", "pid": 1, "ts": 0, "dur": 500_000,
-               "args": {"step_num": 2, "node": "algo-2"}}]
-    [step] = parse_trace(json.dumps(events))
-    assert (step.node, step.pid, step.step, step.start, step.duration) == ("algo-2", 1, 2, 10.0, 0.5)
-    assert abs(step.dataloader - 0.3) < 1e-9
+def _trace(root, node: str, rank: int, end_us: int, events: list[dict], t0_us: int) -> None:
+    directory = root / "framework" / "pevents" / "2026110912"
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = {"name": "process_name", "ph": "M", "pid": rank, "args": {"start_time_since_epoch_in_micros": t0_us}}
+    for e in events:
+        e["ts"] -= t0_us
+    (directory / f"{end_us}_{node}-rank{rank}_model_timeline.json").write_text(json.dumps([meta, *events]))
 
 
-def test_report_has_charts_findings_and_no_network():
-    durations = [0.1] * 150
-    durations[140] = 3.0
-    data = ProfilerData(system=system(20, cpus=(50, 70)) + system(20, node="algo-2", cpus=(10, 20)),
-                        steps=steps(durations) + steps([0.2] * 50, node="algo-2"))
-    spec = JobSpec(job_name="j", instance_count=2, output_path="/tmp/out", profiler_config=ProfilerConfig())
-    record = SimpleNamespace(status="Completed", terminal=True, creation_time=1.0, training_start_time=1.0,
-                             training_end_time=2.0)
-    html = render(spec, record, data, [{"rule": "MyOutliers", "status": "IssuesFound", "details": "x <y>"}])
-    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 6  # per node: utilisation, steps, step histogram
-    assert "algo-1 utilisation" in html and "algo-2 utilisation" in html
-    assert "1 outliers above" in html and "step 141 (3.000s)" in html
+def _event(name, rank, start, duration, **args) -> dict:
+    return {"name": name, "ph": "X", "pid": rank, "tid": 0, "ts": int(start * 1e6), "dur": int(duration * 1e6),
+            "args": args}
+
+
+def write_two_node_job(root) -> None:
+    """What a 2-node, 2-ranks-per-node PyTorch job leaves in profiler-output: a minute of system metrics
+    (4 cores, 2 GPUs; algo-2's gpu1 mostly idle) and 150 steps per rank with their phases and data loading;
+    algo-1 loads with 2 workers per rank, algo-2 in the main processes (num_workers=0), and algo-2's step
+    120 is slow."""
+    for n, node in enumerate(NODES):
+        lines = defaultdict(list)
+        for i in range(120):
+            ts = T0 + i * 0.5
+            rec = lambda t, name, d, v: json.dumps({"Type": t, "Name": name, "Dimension": d, "Value": v,
+                                                    "NodeId": node, "Timestamp": ts})
+            path = system_file(str(root), node, ts)
+            lines[path] += [rec("cpu", f"cpu{c}", "CPUUtilization", 40 + 10 * c + i % 7) for c in range(4)]
+            lines[path] += [rec("cpu", f"cpu{c}", "I/OWaitPercentage", 1.0) for c in range(4)]
+            lines[path] += [rec("gpu", f"gpu{g}", "GPUUtilization", 5.0 if (node, g) == ("algo-2", 1) else 85 + i % 10)
+                            for g in range(2)]
+            lines[path] += [rec("gpu", f"gpu{g}", "GPUMemoryUtilization", 40.0) for g in range(2)]
+            lines[path] += [rec("memory", "MemoryUsedPercent", "", 30 + i / 10),
+                            rec("network", "ReceiveBytesPerSecond", "Algorithm", 1e6 + 1e4 * (i % 5))]
+        for path, content in lines.items():
+            (root / path[len(str(root)) + 1:]).parent.mkdir(parents=True, exist_ok=True)
+            (root / path[len(str(root)) + 1:]).write_text("\n".join(content) + "\n")
+        for rank in (2 * n, 2 * n + 1):
+            os_pid, workers = 1000 + rank * 10, NODES[node]
+            events, fetched, t = [_event("DataLoaderIterInitialize", rank, T0 + 1, 0.001, node=node, os_pid=os_pid,
+                                         num_workers=workers, pin_memory=False)], [], T0 + 2
+            rng = random.Random(rank)
+            for step in range(1, STEPS + 1):
+                slow = 2.0 if (node, step) == OUTLIER else rng.gauss(0, 0.01)
+                wait = rng.uniform(0.06, 0.1) if workers == 0 else rng.uniform(0.005, 0.015)
+                phases = [("DataLoaderIter", wait), ("Forward", 0.05), ("Backward(post-forward)", 0.12 + slow),
+                          ("Optimizer", 0.03)]
+                duration = STEP_SECONDS + slow + (wait - 0.01)
+                events.append(_event("Step:ModeKeys.TRAIN", rank, t, duration, step_num=step, node=node, os_pid=os_pid))
+                start = t
+                for name, d in phases:
+                    events.append(_event(name, rank, start, d, step_num=step, node=node, os_pid=os_pid))
+                    start += d
+                for w in range(workers):  # each worker fetches every other batch, ahead of the step
+                    if step % workers == w:
+                        fetched.append(_event("DataLoaderWorker", rank, t, 2 * STEP_SECONDS * rng.uniform(0.6, 0.9),
+                                              worker_pid=os_pid + 1 + w, os_pid=os_pid + 1 + w, step_num=step))
+                t += duration
+            _trace(root, node, rank, int(t * 1e6), events, int(T0 * 1e6))
+            if fetched:  # the workers' events in a file of their own, naming the node by the file name only
+                _trace(root, node, rank, int(t * 1e6) + 1, fetched, int(T0 * 1e6))
+
+
+def test_reader_reads_steps_phases_and_dataloader_events_of_every_node_and_rank(tmp_path):
+    write_two_node_job(tmp_path)
+    data = ProfilerReader(str(tmp_path)).read()
+    assert data.nodes == ["algo-1", "algo-2"]
+    assert {(s.node, s.pid) for s in data.steps} == {("algo-1", 0), ("algo-1", 1), ("algo-2", 2), ("algo-2", 3)}
+    assert len(data.step_durations("algo-1", "TRAIN")) == 2 * STEPS
+    slow = max(data.step_durations("algo-2"), key=lambda s: s.duration)
+    assert (slow.step, slow.mode) == (120, "TRAIN") and 2.3 < slow.duration < 2.4
+    assert all(0.06 <= s.dataloader <= 0.1 if s.node == "algo-2" else 0.005 <= s.dataloader <= 0.015 for s in data.steps)
+    workers = data.framework_events("algo-1", ("DataLoaderWorker",))
+    assert {e.os_pid for e in workers} == {1001, 1002, 1011, 1012}  # args.worker_pid; node from the file name
+    loaders = data.framework_events("algo-2", ("DataLoaderIter",))
+    assert {e.os_pid for e in loaders} == {1020, 1030} and {e.step for e in loaders} == set(range(1, STEPS + 1))
+    [init] = data.framework_events("algo-1", ("DataLoaderIterInitialize",))[:1]
+    assert (init.args["num_workers"], init.args["pin_memory"], init.start) == (2, False, T0 + 1)
+    forward = data.framework_events("algo-1", ("Forward",))
+    assert len(forward) == 2 * STEPS and abs(forward[0].duration - 0.05) < 1e-6
+    assert data.first_timestamp == T0 and len({r["Name"] for r in data.system if r["Type"] == "cpu"}) == 4
+
+
+def report(tmp_path, statuses=()) -> str:
+    write_two_node_job(tmp_path)
+    data = ProfilerReader(str(tmp_path)).read()
+    rule = ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={
+        "StepOutlier_n_outliers": 0, "LowGPUUtilization_patience": 10, "LoadBalancing_patience": 10})
+    spec = JobSpec(job_name="two-nodes", instance_count=2, output_path="/tmp/out", profiler_config=ProfilerConfig(),
+                   rules=(rule,))
+    record = SimpleNamespace(status="Completed", terminal=True, creation_time=T0 - 30, training_start_time=T0 - 30,
+                             training_end_time=T0 + 2 + STEPS * STEP_SECONDS + 20)
+    return render(spec, record, data, list(statuses))
+
+
+def test_report_sections_rules_table_and_charts(tmp_path):
+    html = report(tmp_path, [{"rule": "MyOutliers", "status": "IssuesFound", "details": "x <y>"}])
+    for section in ("summary", "rules", "system", "framework", "steps", "dataloader"):
+        assert f'<h2 id="{section}">' in html, section
+    # per node: utilisation, steps, step histogram, dataloading histogram; algo-1: wait vs compute (algo-2 too);
+    # steps vs others, step phases
+    assert html.count("<svg") == 2 * 5 + 2
+    rules_table = html[html.index('<h2 id="rules">'):html.index("MyOutliers")]
+    rows = re.findall(r"<tr><td>(\w+)</td><td><span class=\"(\w+)\">", rules_table)
+    assert len(rows) == 11 and dict(rows)["Dataloader"] == "IssuesFound" and dict(rows)["OverallFrameworkMetrics"] == \
+        "NoIssuesFound"
+    # sorted by trigger count: algo-2 gpu1 against the 3 other GPUs, step 120 on both ranks of algo-2, ...
+    assert [r for r, status in rows if status == "IssuesFound"] == ["LoadBalancing", "StepOutlier", "LowGPUUtilization",
+                                                                    "Dataloader"]
+    assert "algo-2: median 2 parallel dataloader processes for 4 cores (num_workers=0, pin_memory=False)" in html
+    assert "raise the DataLoader&#x27;s num_workers" in html  # each rule's recommendation
+    assert "algo-1 gpu0 and algo-2 gpu1 differ" in html  # LoadBalancing across nodes
+    assert re.search(r"2 outliers above [\d.]+s \(mean [\d.]+s\): step 120 \(2.3\d\ds\), step 120", html)
+    assert "No outliers above" in html  # algo-1
+    assert "Forward" in html and "Backward(post-forward)" in html and "rest of the step" in html
     assert "MyOutliers" in html and "x &lt;y&gt;" in html  # the job's own statuses, escaped
-    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "initialization / training loop / finalization" in html
+
+
+def test_report_is_one_offline_file(tmp_path):
+    html = report(tmp_path).replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert html.startswith("<!DOCTYPE html>")
+    for fetching in ("http:", "https:", "//", "<script", "<link", "<img", "<iframe", "src=", "href=", "url(",
+                     "@import"):
+        assert fetching not in html, fetching

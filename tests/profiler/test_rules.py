@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from shipyard.profiler.data import ProfilerData, StepEvent
+from shipyard.profiler.data import FrameworkEvent, ProfilerData, StepEvent
 from shipyard.rules import rule_module
 from shipyard.rules.parameters import parse_parameters
 
@@ -36,6 +36,18 @@ def snapshot(ts, node="algo-1", cpus=(), gpus=(), memory=50.0, iowait=0.0) -> li
 
 def system(n, **kwargs) -> list[dict]:
     return [r for i in range(n) for r in snapshot(100.0 + i * 0.5, **kwargs)]
+
+
+def loading(seconds, processes, node="algo-1", start=1000.0, per_second=4, duration=0.05,
+            name="DataLoaderWorker") -> list[FrameworkEvent]:
+    """Dataloader events: each second, `per_second` batches fetched by each of `processes` OS processes."""
+    return [FrameworkEvent(name, node, 0, pid, None, start + t + i / per_second, duration, {"worker_pid": pid})
+            for t in range(seconds) for pid in processes for i in range(per_second)]
+
+
+def initialize(num_workers, pin_memory, node="algo-1") -> FrameworkEvent:
+    return FrameworkEvent("DataLoaderIterInitialize", node, 0, 100, None, 999.0, 0.001,
+                          {"num_workers": num_workers, "pin_memory": pin_memory, "os_pid": 100})
 
 
 # -- StepOutlier ---------------------------------------------------------------------------------------
@@ -150,7 +162,7 @@ def test_gpu_memory_increase_fires_on_a_jump_not_on_steady_use():
 def test_load_balancing_compares_gpus_of_a_node():
     unbalanced = ProfilerData(system=system(30, cpus=(10,), gpus=(95, 5)))
     finding = evaluate("LoadBalancing", unbalanced, patience=10)
-    assert finding.triggered and "gpu0 and gpu1 differ (Jensen-Shannon distance 0.83)" in finding.details  # sqrt(ln 2)
+    assert finding.triggered and "algo-1 gpu0 and algo-1 gpu1 differ (Jensen-Shannon distance 0.83)" in finding.details  # sqrt(ln 2)
     assert not evaluate("LoadBalancing", ProfilerData(system=system(30, cpus=(10,), gpus=(60, 61))), patience=10).triggered
     assert not evaluate("LoadBalancing", unbalanced).triggered  # patience 1000
 
@@ -164,3 +176,141 @@ def test_batch_size_fires_when_cpu_gpu_and_gpu_memory_are_all_low():
     assert not evaluate("BatchSize", busy_cpu, patience=10, window=20).triggered
     busy_gpu = ProfilerData(system=system(30, cpus=(20,), gpus=(90,)))
     assert not evaluate("BatchSize", busy_gpu, patience=10, window=20).triggered
+
+
+# -- Dataloader ------------------------------------------------------------------------------------------
+def test_dataloader_fires_with_too_few_loader_processes_for_the_cores():
+    starved = ProfilerData(system=system(5, cpus=(10,) * 4), events=loading(12, [100], name="DataLoaderIter")
+                           + [initialize(0, False)])
+    finding = evaluate("Dataloader", starved)
+    assert finding.triggered and finding.violations == 1 and finding.datapoints == 48
+    assert finding.details == ("algo-1: median 1 parallel dataloader processes for 4 cores (num_workers=0, "
+                               "pin_memory=False), below 70% of the cores (2.8)")
+    assert finding.stats["algo-1"]["dataloading_time"] == {"p25": 0.05, "p50": 0.05, "p95": 0.05}
+    assert not evaluate("Dataloader", starved, min_threshold=25).triggered  # 1 >= 4 * 25%
+    assert not evaluate("Dataloader", starved, patience=12).triggered  # 12 seconds are not more than 12
+
+
+def test_dataloader_quiet_with_a_worker_per_core_and_fires_with_far_too_many():
+    cores = system(5, cpus=(10,) * 4)
+    healthy = loading(12, [100], name="DataLoaderIter") + loading(12, [101, 102, 103, 104])
+    finding = evaluate("Dataloader", ProfilerData(system=cores, events=healthy + [initialize(4, True)]))
+    assert not finding.triggered and "median 5 parallel dataloader processes for 4 cores" in finding.details
+    crowded = loading(12, range(200, 210))
+    finding = evaluate("Dataloader", ProfilerData(system=cores, events=crowded))
+    assert finding.triggered and "median 10" in finding.details and "above 200% of the cores (8)" in finding.details
+
+
+def test_dataloader_counts_processes_per_second_by_event_start():
+    # Two workers taking turns, one batch a second each: each second sees one process only.
+    turns = [FrameworkEvent("DataLoaderWorker", "algo-1", 0, 101 + t % 2, None, 1000.0 + t, 0.9, {})
+             for t in range(12)]
+    finding = evaluate("Dataloader", ProfilerData(system=system(3, cpus=(10, 10)), events=turns))
+    assert finding.triggered and finding.stats["algo-1"]["dataloaders"] == 1
+    assert finding.stats["algo-1"]["processes"] == 2
+
+
+def test_dataloader_without_events_says_so():
+    finding = evaluate("Dataloader", ProfilerData(system=system(3, cpus=(10,)), steps=steps([0.1] * 5)))
+    assert not finding.triggered and "no dataloader events" in finding.details
+
+
+# -- OverallFrameworkMetrics -----------------------------------------------------------------------------
+def _phases(node="algo-1", n=10, forward=0.02, backward=0.05, optimizer=0.01, wait=0.02) -> ProfilerData:
+    step_list = steps([0.1] * n, node)
+    events = []
+    for s in step_list:
+        t = s.start
+        for name, d in (("DataLoaderIter", wait), ("Forward", forward), ("Backward(post-forward)", backward),
+                        ("Optimizer", optimizer)):
+            events.append(FrameworkEvent(name, node, 0, 100, s.step, t, d, {}))
+            t += d
+    return ProfilerData(steps=step_list, events=events)
+
+
+def test_overall_framework_metrics_splits_the_step_time_and_never_fires():
+    data = _phases()
+    data.steps += [StepEvent("algo-1", 0, 100, 1005.0, 0.5, mode="EVAL")]  # 4s after the last train step
+    finding = evaluate("OverallFrameworkMetrics", data)
+    assert not finding.triggered
+    total = finding.stats["all"]
+    assert {k: round(v, 6) for k, v in total["steps"].items()} == {"TRAIN": 1.0, "EVAL": 0.5}
+    assert abs(total["others"] - 4.0) < 1e-9  # train steps 1000..1001, the eval step 1005..1005.5
+    assert {k: round(v, 3) for k, v in total["phases"].items()} == {
+        "Forward": 0.2, "Backward(post-forward)": 0.5, "Optimizer": 0.1}
+    assert round(total["dataloader_wait"], 3) == 0.2
+    assert round(total["general"]["Backward(post-forward)"], 1) == 50.0
+    assert "Forward 25%, Backward(post-forward) 62%, Optimizer 13%" in finding.details
+    assert "dataloader wait 13% of the step time" in finding.details  # 0.2 s of 1.5 s
+
+
+def test_overall_framework_metrics_drops_operations_under_two_percent():
+    finding = evaluate("OverallFrameworkMetrics", _phases(optimizer=0.0005))
+    assert "Optimizer" not in finding.stats["all"]["general"] and "Optimizer" in finding.stats["all"]["phases"]
+    assert "no framework events" in evaluate("OverallFrameworkMetrics", ProfilerData(system=system(2, cpus=(1,)))).details
+
+
+def test_profiler_report_runs_the_twelve_rules():
+    from shipyard.rules.profiler import RULES
+    from shipyard.rules.profiler.profiler_report import SUB_RULES
+
+    assert len(RULES) == 12 and set(SUB_RULES) == set(RULES) - {"ProfilerReport"}
+    data = ProfilerData(system=system(5, cpus=(10,) * 4), events=loading(12, [100], name="DataLoaderIter"))
+    finding = evaluate("ProfilerReport", data)
+    assert finding.triggered and "Dataloader: algo-1: median 1" in finding.details
+    assert not evaluate("ProfilerReport", data, Dataloader_min_threshold=10).triggered
+
+
+# -- Every rule over all nodes: the second node of a 2-node job has the problem -----------------------------
+def _two_nodes(healthy: dict, sick: dict, n=30) -> ProfilerData:
+    return ProfilerData(system=system(n, node="algo-1", **healthy) + system(n, node="algo-2", **sick))
+
+
+MULTI_NODE = {
+    "CPUBottleneck": (_two_nodes({"cpus": (20, 20), "gpus": (90,)}, {"cpus": (95, 20), "gpus": (5,)}, n=60),
+                      {"patience": 10, "threshold": 40}, "60 of 120 snapshots"),
+    "IOBottleneck": (_two_nodes({"cpus": (20,), "gpus": (90,)}, {"cpus": (20,), "gpus": (5,), "iowait": 80}, n=60),
+                     {"patience": 10, "threshold": 40}, "60 of 120 snapshots"),
+    "LowGPUUtilization": (_two_nodes({"cpus": (20,), "gpus": (90, 90)}, {"cpus": (20,), "gpus": (90, 20)}),
+                          {"patience": 10, "window": 20}, "algo-2 gpu1 underutilised"),
+    "BatchSize": (_two_nodes({"cpus": (90,), "gpus": (10,)}, {"cpus": (20,), "gpus": (10,)}),
+                  {"patience": 10, "window": 20}, "algo-2 gpu0"),
+    "LoadBalancing": (_two_nodes({"cpus": (20,), "gpus": (95,)}, {"cpus": (20,), "gpus": (5,)}),
+                      {"patience": 10}, "algo-1 gpu0 and algo-2 gpu0 differ"),
+}
+
+
+def test_every_system_rule_looks_at_every_node():
+    for rule, (data, params, expected) in MULTI_NODE.items():
+        finding = evaluate(rule, data, **params)
+        assert finding.triggered and expected in finding.details and "algo-1" not in finding.details.replace(
+            "algo-1 gpu0 and", ""), (rule, finding.details)
+        healthy = ProfilerData(system=[r for r in data.system if r["NodeId"] == "algo-1"])
+        assert not evaluate(rule, healthy, **params).triggered, rule
+
+
+def test_gpu_memory_increase_step_outlier_and_dataloader_per_node():
+    memory = _gpu_memory([20.0] * 31) + [{**r, "NodeId": "algo-2"} for r in _gpu_memory([20.0] * 30 + [90.0])]
+    finding = evaluate("GPUMemoryIncrease", ProfilerData(system=memory), patience=20, window=5)
+    assert finding.triggered and finding.details.startswith("algo-2 gpu0 memory rose")
+
+    durations = [0.1] * 150
+    durations[110] = 3.0
+    finding = evaluate("StepOutlier", ProfilerData(steps=steps([0.1] * 150) + steps(durations, "algo-2")), n_outliers=0)
+    assert finding.triggered and finding.step == 111 and "TRAIN step(s) on algo-2" in finding.details
+    assert finding.stats["algo-1"]["TRAIN"]["outliers"] == [] and finding.stats["algo-2"]["TRAIN"]["outliers"] == [(111, 3.0)]
+    events = loading(12, [100], node="algo-2", name="DataLoaderIter") + loading(12, [100, 101], node="algo-1")
+    both = ProfilerData(system=system(3, node="algo-1", cpus=(1, 1)) + system(3, node="algo-2", cpus=(1,) * 4),
+                        events=events)
+    finding = evaluate("Dataloader", both)
+    assert finding.triggered and finding.violations == 1 and finding.details.startswith("algo-2: median 1")
+    assert set(finding.stats) == {"algo-1", "algo-2"}
+
+
+def test_step_outlier_separates_train_and_eval_steps():
+    train = steps([0.1] * 150)
+    evals = [StepEvent("algo-1", 0, i, 2000.0 + i, 1.0, mode="EVAL") for i in range(150)]
+    data = ProfilerData(steps=train + evals)  # EVAL steps are 10x longer: not outliers of TRAIN ones
+    assert not evaluate("StepOutlier", data, n_outliers=0).triggered
+    assert evaluate("StepOutlier", ProfilerData(steps=steps([0.1] * 149 + [1.0])), n_outliers=0).triggered
+    assert evaluate("StepOutlier", data, n_outliers=0, mode="EVAL").datapoints == 150

@@ -12,5 +12,7 @@ RULES: dict[str, str] = {
     "GPUMemoryIncrease": "shipyard.rules.profiler.gpu_memory_increase",
     "LoadBalancing": "shipyard.rules.profiler.load_balancing",
     "BatchSize": "shipyard.rules.profiler.batch_size",
+    "Dataloader": "shipyard.rules.profiler.dataloader",
+    "OverallFrameworkMetrics": "shipyard.rules.profiler.overall_framework_metrics",
     "ProfilerReport": "shipyard.rules.profiler.profiler_report",
 }

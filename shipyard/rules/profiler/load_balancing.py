@@ -1,5 +1,6 @@
-"""LoadBalancing: per node, a histogram of each GPU's utilisation over bins of 2 %; for each pair of
-GPUs with more than `patience` values, fires when the Jensen-Shannon distance
+"""LoadBalancing: a histogram of each GPU's utilisation over bins of 2 %; for each pair of GPUs with more
+than `patience` values, of one node or of two (a multi-instance job's GPUs should all be equally busy,
+as SageMaker's rule compares GPUs across nodes too), fires when the Jensen-Shannon distance
 sqrt((KL(p||m) + KL(q||m)) / 2), m = (p + q) / 2, exceeds `threshold`."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from itertools import combinations
 from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding
 
-DESCRIPTION = "Detects GPUs of one instance whose workloads differ: some busy while others idle."
+DESCRIPTION = "Detects GPUs whose workloads differ, on one instance or across instances: some busy while others idle."
 RECOMMENDATION = "Check that every GPU gets a share of the data and of the model (e.g. DDP, not DataParallel)."
 PARAMETERS = {
     "threshold": Parameter("float", 0.5, "Jensen-Shannon distance above which two GPUs differ"),
@@ -35,16 +36,14 @@ def js_distance(p: list[float], q: list[float]) -> float:
 
 
 def evaluate(data, params: dict, now: float, final: bool) -> Finding:
-    problems, datapoints, seen = [], 0, 0
-    for node in data.nodes:
-        gpus = {gpu: [v for _, v in points] for gpu, points in data.series(node, "gpu", "GPUUtilization").items()}
-        seen += len(gpus)
-        datapoints += sum(map(len, gpus.values()))
-        ready = {gpu: histogram(v) for gpu, v in gpus.items() if len(v) > params["patience"]}
-        for (a, p), (b, q) in combinations(sorted(ready.items()), 2):
-            distance = js_distance(p, q)
-            if distance > params["threshold"]:
-                problems.append(f"{node} {a} and {b} differ (Jensen-Shannon distance {distance:.2f})")
+    gpus = {f"{node} {gpu}": [v for _, v in points] for node in data.nodes
+            for gpu, points in data.series(node, "gpu", "GPUUtilization").items()}
+    seen, datapoints, problems = len(gpus), sum(map(len, gpus.values())), []
+    ready = {gpu: histogram(v) for gpu, v in gpus.items() if len(v) > params["patience"]}
+    for (a, p), (b, q) in combinations(sorted(ready.items()), 2):
+        distance = js_distance(p, q)
+        if distance > params["threshold"]:
+            problems.append(f"{a} and {b} differ (Jensen-Shannon distance {distance:.2f})")
     if not seen:
         return Finding(False, details=NO_GPU)
     return Finding(bool(problems), datapoints, len(problems), "; ".join(problems) or f"{seen} GPUs balanced")

@@ -9,10 +9,9 @@ import re
 from collections import defaultdict
 from types import SimpleNamespace
 
+from shipyard.profiler import ProfilerRule, rule_configs
 from shipyard.profiler.data import ProfilerReader, system_file
 from shipyard.profiler.report import render
-from shipyard.profiler.rule import ProfilerRule
-from shipyard.debugger import rule_configs
 from shipyard.spec.job import JobSpec
 from shipyard.spec.profiler import ProfilerConfig
 

@@ -19,9 +19,15 @@ def _label(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
 
 
+def _x_tick(x_range, i: int, whole: bool) -> float:
+    value = x_range[0] + i * (x_range[1] - x_range[0]) / TICKS
+    return round(value) if whole else value
+
+
 def _frame(title: str, body: list[str], x_label: str, y_label: str, x_range, y_range, legend=()) -> str:
     """Axes with TICKS + 1 labels each and light grid lines, the legend in a row above the plot area."""
     bottom, right = HEIGHT - PAD, WIDTH - PAD
+    whole = all(isinstance(v, int) for v in x_range)  # step numbers: no fractional ticks
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" class="chart" role="img">',
              f"<title>{escape(title)}</title>"]
     for i in range(TICKS + 1):
@@ -31,7 +37,7 @@ def _frame(title: str, body: list[str], x_label: str, y_label: str, x_range, y_r
                      f'<text x="{PAD - 4}" y="{y + 3:.1f}" font-size="10" text-anchor="end">'
                      f"{_label(y_range[0] + i * (y_range[1] - y_range[0]) / TICKS)}</text>"
                      f'<text x="{x:.1f}" y="{bottom + 14}" font-size="10" text-anchor="middle">'
-                     f"{_label(x_range[0] + i * (x_range[1] - x_range[0]) / TICKS)}</text>")
+                     f"{_label(_x_tick(x_range, i, whole))}</text>")
     parts += [f'<rect x="{PAD}" y="{TOP}" width="{right - PAD}" height="{bottom - TOP}" fill="none" stroke="#999"/>',
               f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle" font-size="11">{escape(x_label)}</text>',
               f'<text x="11" y="{(TOP + bottom) / 2}" font-size="11" transform="rotate(-90 11 {(TOP + bottom) / 2})" '

@@ -1,16 +1,23 @@
 """The PyTorch debugger hook. `install()` (called by the injected sitecustomize when the job has a hook
 config) attaches it to every model without script changes, through torch's global hooks:
 
-- a step is the span between optimizer steps (a global optimizer post-step hook ends it), so the
-  forward, loss and backward of step s are saved under step s whatever the script's loop looks like;
-- a global forward-pre hook on the outermost module call saves that model's parameters (before this
-  step's update, as smdebug does) as `<RootClass>_<param>`, and hooks each parameter's gradient once
-  (`gradient/<RootClass>_<param>`);
-- a global forward hook saves module outputs `<module>_output_<i>`; a loss module called on its own
-  (nn.MSELoss, ...) is a root named by its class, so its output matches the `losses` regex.
+- a global forward-pre hook sees each outermost module call. A root with parameters is a model: the
+  first one seen drives the steps. Its parameters are saved (before this step's update, as smdebug does)
+  as `<RootClass>_<param>`, and each parameter's gradient is hooked once (`gradient/<RootClass>_<param>`);
+- a global forward hook saves module inputs and outputs, `<module>_input_<i>` and `<module>_output_<i>`;
+  a loss module called on its own (nn.MSELoss, ...) is a root named by its class, so its output matches
+  the `losses` regex;
+- modes and steps, smdebug's semantics: the GLOBAL step counts every step of every mode, and each mode
+  has its own mode step from 0. The mode is the model's `training` flag at its forward-pre hook
+  (model.eval() -> eval) until the script calls `hook.set_mode(...)`, which then decides. A TRAIN step is
+  the span between optimizer steps (a global optimizer post-step hook ends it), so the forward, loss and
+  backward of step s are saved under step s whatever the loop looks like; an EVAL or PREDICT step is one
+  forward call of the model (there is no optimizer step in evaluation). SaveConfig is per mode, on the
+  mode step.
 
-Work happens only at save steps: elsewhere each hook checks one boolean. `Hook` is also the explicit
-API (register_module, register_loss, record_tensor_value) for scripts that want control."""
+Work happens only at save steps: elsewhere each hook checks one boolean (the model's forward-pre hook
+also compares its training flag with the mode). `Hook` is also the explicit API (register_module,
+register_loss, record_tensor_value, set_mode, end_step) for scripts that want control."""
 
 from __future__ import annotations
 
@@ -20,15 +27,19 @@ import os
 import weakref
 
 from shipyard.debugger import collections as coll
+from shipyard.debugger import modes
 from shipyard.debugger.save_config import SaveConfig
-from shipyard.debugger.storage import Writer
+from shipyard.debugger.storage import Writer, histogram
 
 CONFIG_ENV = "SMDEBUG_CONFIG_FILE_PATH"
 _installed = None
 
 
+RANK_VARIABLES = {"RANK": "WORLD_SIZE", "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE"}
+
+
 def worker_rank() -> tuple[int, int]:
-    for rank, size in (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+    for rank, size in RANK_VARIABLES.items():
         if rank in os.environ:
             return int(os.environ[rank]), int(os.environ.get(size, "1"))
     return 0, 1
@@ -51,6 +62,10 @@ def _reduce(tensor, name: str):
     return float(getattr(t, name)())
 
 
+# Roles of modules seen by the forward-pre hook: inside a model, a root without parameters (a loss), a model.
+SUB, ROOT, MODEL = 0, 1, 2
+
+
 class Hook:
     def __init__(self, out_dir: str, hook_parameters: dict[str, str] | None = None,
                  collection_configs: dict[str, dict[str, str]] | None = None) -> None:
@@ -71,28 +86,60 @@ class Hook:
         self.writer = Writer(out_dir, self.worker)
         self.writer.write_collections(
             {c.name: {"include_regex": [p.pattern for p in c.regex]} for c in self.collections}, self.world)
-        self.step = 0
-        self.mode = "train"
+        self.mode = modes.TRAIN.value
+        self.auto_mode = True  # the model's training flag decides, until set_mode is called
+        self.step = 0  # the GLOBAL step
+        self.mode_steps = dict.fromkeys(modes.MODES, 0)
+        self.step_used = False  # the model was called in the current step
         self.due: list = []
         self.pending: dict = {}
         self.names = weakref.WeakKeyDictionary()  # module -> name
-        self.hooked_params: set[int] = set()
-        self.weights_saved = False
+        self.roles = weakref.WeakKeyDictionary()  # module -> SUB | ROOT | MODEL
+        self.model = None  # weakref to the model that drives steps and modes
+        self.weights_saved: set[int] = set()  # ids of the models whose parameters this step saved
         self._begin_step()
 
-    # -- steps ----------------------------------------------------------------------------------
-    def _begin_step(self) -> None:
-        self.due = [c for c in self.collections if c.save_config.should_save(self.mode, self.step)]
-        self.weights_saved = False
+    # -- steps and modes --------------------------------------------------------------------------
+    @property
+    def mode_step(self) -> int:
+        return self.mode_steps[self.mode]
 
-    def end_step(self, *_args, **_kwargs) -> None:
+    def _begin_step(self) -> None:
+        self.due = [c for c in self.collections if c.save_config.should_save(self.mode, self.mode_step)]
+        self.weights_saved = set()
+
+    def _advance(self) -> None:
         self._flush()
         self.step += 1
+        self.mode_steps[self.mode] += 1
+        self.step_used = False
         self._begin_step()
 
-    def set_mode(self, mode: str) -> None:
+    def end_step(self, *_args, **_kwargs) -> None:
+        """End the current step (the optimizer post-step hook in zero-code-change jobs)."""
+        self._advance()
+
+    def _switch(self, mode: str) -> None:
+        if self.step_used or self.pending:  # the step under way belongs to the old mode
+            self._advance()
         self.mode = mode
         self._begin_step()
+
+    def set_mode(self, mode) -> None:
+        """Explicit API (smdebug's hook.set_mode(modes.EVAL)): from now on the mode is what is set here."""
+        self.auto_mode = False
+        mode = modes.parse(mode)
+        if mode != self.mode:
+            self._switch(mode)
+
+    def _on_model_call(self, module) -> None:
+        if self.auto_mode:
+            mode = "train" if module.training else "eval"
+            if mode != self.mode:
+                self._switch(mode)
+        if self.mode != "train" and self.step_used:
+            self._advance()  # an eval or predict step is one forward call of the model
+        self.step_used = True
 
     def _flush(self) -> None:
         if not self.pending:
@@ -103,11 +150,15 @@ class Hook:
             for c in collections:
                 for reduction in c.reductions:
                     entry["reductions"][reduction] = _reduce(tensor, reduction)
+            values = None
             if any(c.save_raw_tensor for c in collections):
-                raw[name] = tensor.detach().cpu().float().numpy()
+                values = raw[name] = tensor.detach().cpu().float().numpy()
+            if any(c.save_histogram for c in collections):
+                values = tensor.detach().cpu().float().numpy() if values is None else values
+                entry["histogram"] = histogram(values)
             entry["raw"] = name in raw
             entries[name] = entry
-        self.writer.write_step(self.step, self.mode, self.step, raw, entries)
+        self.writer.write_step(self.step, self.mode, self.mode_step, raw, entries)
         self.pending = {}
 
     def close(self) -> None:
@@ -131,32 +182,41 @@ class Hook:
         """Save a tensor computed outside modules (a functional loss), at save steps."""
         self._save(tensor_name, tensor_value)
 
-    def _name(self, module) -> str:
-        name = self.names.get(module)
-        if name is None:  # a root not seen before: name it and everything under it
-            root = type(module).__name__
-            for sub_name, sub in module.named_modules():
-                self.names.setdefault(sub, sub_name or root)
-            name = self.names[module]
-        return name
+    def _discover(self, module) -> int:
+        """A root module not seen before: name it and everything under it, hook its gradients."""
+        root = type(module).__name__
+        for sub_name, sub in module.named_modules():
+            self.names.setdefault(sub, sub_name or root)
+            self.roles.setdefault(sub, SUB)
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self.roles[module] = MODEL if any(True for _ in module.parameters()) else ROOT
+        for param_name, param in params:
+            param.register_hook(lambda grad, n=f"gradient/{root}_{param_name}": self._save(n, grad))
+        return self.roles[module]
 
     def _on_pre_forward(self, module, _inputs) -> None:
-        if module in self.names and self.names[module] != type(module).__name__:
-            return  # a submodule: only roots take part here
-        root = self._name(module)
-        for param_name, param in module.named_parameters():
-            if param.requires_grad and id(param) not in self.hooked_params:
-                self.hooked_params.add(id(param))
-                param.register_hook(lambda grad, n=f"gradient/{root}_{param_name}": self._save(n, grad))
-        if self.due and not self.weights_saved:
-            self.weights_saved = True
+        role = self.roles.get(module)
+        if role is None:
+            role = self._discover(module)
+        if role != MODEL:
+            return
+        model = self.model and self.model()
+        if model is None:  # the first model called (or the previous one is gone)
+            self.model, model = weakref.ref(module), module
+        if model is module:
+            self._on_model_call(module)
+        if self.due and id(module) not in self.weights_saved:
+            self.weights_saved.add(id(module))
+            root = self.names[module]
             for param_name, param in module.named_parameters():
                 self._save(f"{root}_{param_name}", param.data)
 
-    def _on_forward(self, module, _inputs, outputs) -> None:
+    def _on_forward(self, module, inputs, outputs) -> None:
         if not self.due:
             return
-        name = self._name(module)
+        name = self.names.get(module) or type(module).__name__
+        for i, value in enumerate(inputs):
+            self._save(f"{name}_input_{i}", value)
         for i, out in enumerate(outputs if isinstance(outputs, (tuple, list)) else (outputs,)):
             self._save(f"{name}_output_{i}", out)
 
@@ -166,6 +226,7 @@ class Hook:
         module.apply(lambda m: m.register_forward_hook(self._on_forward))
 
     def register_loss(self, loss_module) -> None:
+        loss_module.register_forward_pre_hook(self._on_pre_forward)
         loss_module.register_forward_hook(self._on_forward)
 
     def install_global(self) -> None:
@@ -190,6 +251,10 @@ def install() -> Hook | None:
     """Zero-code-change capture for this process (rank 0 only unless include_workers=all)."""
     global _installed
     if _installed is None:
+        # torchrun's own process (python -m torch.distributed.run) runs this sitecustomize too; it has the
+        # launch plan's MASTER_ADDR but, unlike the workers it starts, no rank: it is not worker_0.
+        if "MASTER_ADDR" in os.environ and not any(v in os.environ for v in RANK_VARIABLES):
+            return None
         with open(os.environ[CONFIG_ENV]) as f:
             params = json.load(f).get("HookParameters") or {}
         if params.get("include_workers", "one") != "all" and worker_rank()[0] != 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MODES = ("train", "eval", "predict", "global")
+from shipyard.debugger.modes import MODES
 KEYS = ("save_interval", "save_steps", "start_step", "end_step")
 
 

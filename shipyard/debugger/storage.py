@@ -4,8 +4,14 @@
     <out>/tensors/<step:012d>/<worker>.npz                  raw tensors of one step (numpy savez)
     <out>/index/<step//1000:09d>/<step:012d>_<worker>.json  {"step", "mode", "mode_step", "worker",
                                                              "tensors": {name: {"shape", "collections",
-                                                             "raw", "reductions": {red: value}}}}
+                                                             "raw", "reductions": {red: value},
+                                                             "histogram": {"edges", "counts"}}}}
     <out>/training_job_end.ts                               written when the hook closes
+
+`step` is the GLOBAL step (it counts the steps of every mode); `mode` is train, eval or predict and
+`mode_step` counts that mode's steps from 0. "histogram" is present only for tensors of a collection
+with save_histogram=true: HISTOGRAM_BINS equal-width bins over the finite values (`edges` has one more
+number than `counts`; numpy.histogram's convention, the last bin closed).
 
 The index file is written last (each file goes to a temporary name, then is renamed), so an index that
 exists names a complete step; the sync uploads whole files, so this holds in the uploaded copy too."""
@@ -19,6 +25,19 @@ import tempfile
 from pathlib import Path
 
 END_FILE = "training_job_end.ts"
+HISTOGRAM_BINS = 30
+
+
+def histogram(values) -> dict | None:
+    """A tensor's histogram as stored in the index (see above), or None when it has no finite value."""
+    import numpy as np
+
+    finite = np.asarray(values, dtype=np.float64).ravel()
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return None
+    counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS)
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
 def index_key(step: int, worker: str) -> str:

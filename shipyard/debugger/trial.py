@@ -8,7 +8,7 @@ import io
 import json
 import re
 
-from shipyard.debugger import storage
+from shipyard.debugger import modes, storage
 from shipyard.storage.uri import filesystem, join
 
 
@@ -17,39 +17,66 @@ class TensorUnavailable(KeyError):
 
 
 class Tensor:
+    """One tensor's values. A `step` is a GLOBAL step, or that mode's mode step when `mode` is given."""
+
     def __init__(self, trial: Trial, name: str) -> None:
         self.trial, self.name = trial, name
 
-    def steps(self) -> list[int]:
-        return sorted({s for (s, _w), doc in self.trial._index.items() if self.name in doc["tensors"]})
+    def _docs(self):
+        return ((s, w, doc) for (s, w), doc in self.trial._index.items() if self.name in doc["tensors"])
 
-    def workers(self, step: int) -> list[str]:
-        return sorted(w for (s, w), doc in self.trial._index.items() if s == step and self.name in doc["tensors"])
+    def steps(self, mode=None) -> list[int]:
+        if mode is None:
+            return sorted({s for s, _w, _doc in self._docs()})
+        mode = modes.parse(mode)
+        return sorted({doc["mode_step"] for _s, _w, doc in self._docs() if doc["mode"] == mode})
 
-    def value(self, step: int, worker: str | None = None):
-        worker = worker or self._first_worker(step)
-        entry = self.trial._index[(step, worker)]["tensors"][self.name]
+    def workers(self, step: int, mode=None) -> list[str]:
+        step = self.trial._global(step, mode)
+        return sorted(w for s, w, _doc in self._docs() if s == step)
+
+    def _entry(self, step: int, mode, worker: str | None) -> tuple[int, str, dict]:
+        step = self.trial._global(step, mode)
+        if worker is None:
+            workers = self.workers(step)
+            if not workers:
+                raise TensorUnavailable(f"{self.name} has no value at step {step}")
+            worker = workers[0]
+        doc = self.trial._index.get((step, worker))
+        if doc is None or self.name not in doc["tensors"]:
+            raise TensorUnavailable(f"{self.name} has no value at step {step} on {worker}")
+        return step, worker, doc["tensors"][self.name]
+
+    def value(self, step: int, mode=None, worker: str | None = None):
+        step, worker, entry = self._entry(step, mode, worker)
         if not entry.get("raw"):
             raise TensorUnavailable(f"{self.name} at step {step} was saved as reductions only")
         return self.trial._arrays(step, worker)[self.name]
 
-    def reduction_value(self, step: int, reduction_name: str, abs: bool = False, worker: str | None = None):
-        worker = worker or self._first_worker(step)
+    def reduction_value(self, step: int, reduction_name: str, abs: bool = False, mode=None,
+                        worker: str | None = None):
+        step, worker, entry = self._entry(step, mode, worker)
         key = f"abs_{reduction_name}" if abs else reduction_name
-        reductions = self.trial._index[(step, worker)]["tensors"][self.name]["reductions"]
-        if key in reductions:
-            return reductions[key]
+        if key in entry["reductions"]:
+            return entry["reductions"][key]
         import numpy as np
 
-        value = np.abs(self.value(step, worker)) if abs else self.value(step, worker)
+        value = np.abs(self.value(step, worker=worker)) if abs else self.value(step, worker=worker)
         return float({"l1": lambda v: np.abs(v).sum(), "l2": np.linalg.norm, "variance": np.var}
                      .get(reduction_name, getattr(np, reduction_name))(value))
 
-    def _first_worker(self, step: int) -> str:
-        workers = self.workers(step)
-        if not workers:
-            raise TensorUnavailable(f"{self.name} has no value at step {step}")
-        return workers[0]
+    def reduction_values(self, step: int, mode=None, worker: str | None = None) -> dict[str, float]:
+        """Every reduction saved for this tensor at this step ({"mean": ..., "abs_max": ...})."""
+        return dict(self._entry(step, mode, worker)[2]["reductions"])
+
+    def histogram(self, step: int, mode=None, worker: str | None = None) -> tuple[list[float], list[int]]:
+        """(edges, counts) as the hook stored them (save_histogram=true), else computed from the raw value
+        the same way (storage.histogram); TensorUnavailable when there is neither."""
+        step, worker, entry = self._entry(step, mode, worker)
+        found = entry.get("histogram") if "histogram" in entry else storage.histogram(self.value(step, worker=worker))
+        if found is None:
+            raise TensorUnavailable(f"{self.name} at step {step} has no finite value to histogram")
+        return found["edges"], found["counts"]
 
 
 class Trial:
@@ -57,6 +84,7 @@ class Trial:
         self.uri = uri
         self.fs, self.root = filesystem(uri)
         self._index: dict[tuple[int, str], dict] = {}
+        self._by_mode: dict[tuple[str, int], int] = {}  # (mode, mode step) -> global step
         self._npz: dict[tuple[int, str], dict] = {}
         self._collections: dict[str, list[re.Pattern]] | None = None
 
@@ -71,15 +99,41 @@ class Trial:
             parsed = storage.parse_index_key(path[len(prefix):]) if path.startswith(prefix) else None
             if parsed and parsed not in self._index:
                 with self.fs.open(path, "rb") as f:
-                    self._index[parsed] = json.load(f)
+                    doc = self._index[parsed] = json.load(f)
+                self._by_mode[(doc["mode"], doc["mode_step"])] = parsed[0]
 
-    def loaded_steps(self) -> list[int]:
-        """The steps already read, without listing storage again (for callers that refresh themselves)."""
-        return sorted({s for s, _w in self._index})
+    def loaded_steps(self, mode=None) -> list[int]:
+        """The steps already read, without listing storage again (for callers that refresh themselves):
+        GLOBAL steps, or that mode's mode steps."""
+        if mode is None:
+            return sorted({s for s, _w in self._index})
+        mode = modes.parse(mode)
+        return sorted({ms for m, ms in self._by_mode if m == mode})
 
-    def steps(self) -> list[int]:
+    def steps(self, mode=None) -> list[int]:
         self.refresh()
-        return self.loaded_steps()
+        return self.loaded_steps(mode)
+
+    def mode_of(self, global_step: int) -> tuple[str, int]:
+        """(mode, mode step) of a GLOBAL step."""
+        for attempt in range(2):
+            for (s, _w), doc in self._index.items():
+                if s == global_step:
+                    return doc["mode"], doc["mode_step"]
+            if attempt == 0:
+                self.refresh()
+        raise TensorUnavailable(f"no step {global_step} saved")
+
+    def global_step(self, mode, mode_step: int) -> int:
+        key = (modes.parse(mode), mode_step)
+        if key not in self._by_mode:
+            self.refresh()
+        if key not in self._by_mode:
+            raise TensorUnavailable(f"no {key[0]} step {mode_step} saved")
+        return self._by_mode[key]
+
+    def _global(self, step: int, mode) -> int:
+        return step if mode is None else self.global_step(mode, step)
 
     def workers(self) -> list[str]:
         self.refresh()
@@ -105,10 +159,19 @@ class Trial:
         return self._collections
 
     def tensor_names(self, step: int | None = None, collection: str | None = None,
-                     regex: str | None = None) -> list[str]:
+                     regex: str | None = None, mode=None) -> list[str]:
+        """Names saved at a step (GLOBAL, or a mode step with `mode`), or at any step of the mode, or ever."""
         if step is None:
             self.refresh()
-        docs = [d for (s, _w), d in self._index.items() if step is None or s == step]
+            mode = mode and modes.parse(mode)
+            docs = [d for d in self._index.values() if mode is None or d["mode"] == mode]
+        else:
+            step = self._global(step, mode)
+            docs = [d for (s, _w), d in self._index.items() if s == step]
+        return self._names(docs, collection, regex)
+
+    @staticmethod
+    def _names(docs, collection: str | None, regex: str | None) -> list[str]:
         names: set[str] = set()
         for doc in docs:
             for name, entry in doc["tensors"].items():

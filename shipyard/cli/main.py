@@ -332,6 +332,25 @@ def report(job: str) -> None:
 
 
 @cli.group()
+def debugger() -> None:
+    """Tensors a job's debugger hook saved."""
+
+
+@debugger.command()
+@click.argument("job_or_path")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory for the event files.")
+def tensorboard(job_or_path: str, out: str) -> None:
+    """Export JOB_OR_PATH's saved tensors (a job name, or a path/URI) as TensorBoard event files under OUT
+    (OUT/<MODE>/<worker>/), and print OUT for `tensorboard --logdir`."""
+    from shipyard.debugger.tensorboard import export
+    from shipyard.errors import NotFoundError
+
+    if not export(job_or_path, out):
+        raise NotFoundError(f"no saved tensors in {job_or_path}")
+    click.echo(out)
+
+
+@cli.group()
 def spot() -> None:
     """Managed spot training: simulate capacity being taken away."""
 

@@ -1,6 +1,6 @@
 """The debugger: tensors saved by a hook, read back with trial(), judged by rules. See docs/debugger.md."""
 
-from shipyard.debugger import rule_configs
+from shipyard.debugger import modes, rule_configs
 from shipyard.debugger.sdk import CommandAction, Rule, StopTrainingAction, WebhookAction
 from shipyard.debugger.trial import trial
 from shipyard.spec.debugger import CollectionConfig, DebuggerHookConfig
@@ -15,4 +15,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["CollectionConfig", "CommandAction", "DebuggerHookConfig", "Hook", "Rule", "StopTrainingAction",
-           "WebhookAction", "rule_configs", "trial"]
+           "WebhookAction", "modes", "rule_configs", "trial"]

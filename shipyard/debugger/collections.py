@@ -82,13 +82,14 @@ def build(name: str, parameters: dict[str, str], hook_save: SaveConfig, hook_red
     regex_text = parameters.get("include_regex")
     patterns = [p for p in (regex_text or "").split(",") if p] or [BUILTIN_REGEX[name]]
     reductions = parse_reductions(parameters["reductions"]) if "reductions" in parameters else hook_reductions
+    reductions = () if name in SCALAR else reductions  # a scalar's raw value is kept, never reduced
     raw = parameters.get("save_raw_tensor")
     histogram = parameters.get("save_histogram", "false").lower() == "true" and name not in SCALAR
     return Collection(
         name=name,
         regex=tuple(re.compile(p) for p in patterns),
         save_config=SaveConfig.from_parameters(parameters, base=hook_save),
-        reductions=() if name in SCALAR else reductions,
+        reductions=reductions,
         save_raw_tensor=(raw.lower() == "true") if raw is not None else (save_raw_default or not reductions),
         save_histogram=histogram,
     )

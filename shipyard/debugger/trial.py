@@ -135,6 +135,11 @@ class Trial:
     def _global(self, step: int, mode) -> int:
         return step if mode is None else self.global_step(mode, step)
 
+    def records(self) -> list[tuple[int, str, dict]]:
+        """Every saved (GLOBAL step, worker, index document) in step order, as storage.py describes it."""
+        self.refresh()
+        return [(s, w, doc) for (s, w), doc in sorted(self._index.items())]
+
     def workers(self) -> list[str]:
         self.refresh()
         return sorted({w for _s, w in self._index})

@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import weakref
 
 from shipyard.debugger import collections as coll
@@ -261,4 +262,5 @@ def install() -> Hook | None:
             return None
         _installed = Hook.create_from_json_file()
         _installed.install_global()
+        print(f"shipyard: debugger hook saving tensors as {_installed.worker}", file=sys.stderr)
     return _installed

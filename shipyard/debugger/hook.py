@@ -1,8 +1,8 @@
 """The PyTorch debugger hook. `install()` (called by the injected sitecustomize when the job has a hook
 config) attaches it to every model without script changes, through torch's global hooks:
 
-- a global forward-pre hook sees each outermost module call. A root with parameters is a model: the
-  first one seen drives the steps. Its parameters are saved (before this step's update, as smdebug does)
+- a global forward-pre hook sees each outermost module call. A root with parameters is a model; the
+  models called in training mode drive the steps (see `trained`). Its parameters are saved (before this step's update, as smdebug does)
   as `<RootClass>_<param>`, and each parameter's gradient is hooked once (`gradient/<RootClass>_<param>`);
 - a global forward hook saves module inputs and outputs, `<module>_input_<i>` and `<module>_output_<i>`;
   a loss module called on its own (nn.MSELoss, ...) is a root named by its class, so its output matches
@@ -96,7 +96,9 @@ class Hook:
         self.pending: dict = {}
         self.names = weakref.WeakKeyDictionary()  # module -> name
         self.roles = weakref.WeakKeyDictionary()  # module -> SUB | ROOT | MODEL
-        self.model = None  # weakref to the model that drives steps and modes
+        # Models called in training mode drive steps and modes (a model only ever in eval mode, such as a
+        # distillation teacher, does not, once one has trained); with none, every model does (inference).
+        self.trained = weakref.WeakSet()
         self.weights_saved: set[int] = set()  # ids of the models whose parameters this step saved
         self._begin_step()
 
@@ -201,10 +203,10 @@ class Hook:
             role = self._discover(module)
         if role != MODEL:
             return
-        model = self.model and self.model()
-        if model is None:  # the first model called (or the previous one is gone)
-            self.model, model = weakref.ref(module), module
-        if model is module:
+        if module.training:
+            self.trained.add(module)
+            self._on_model_call(module)
+        elif module in self.trained or not self.trained:
             self._on_model_call(module)
         if self.due and id(module) not in self.weights_saved:
             self.weights_saved.add(id(module))

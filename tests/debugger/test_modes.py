@@ -75,3 +75,24 @@ def test_unknown_steps_are_clear_errors(loop, tmp_path):
         t.mode_of(9)
     with pytest.raises(TensorUnavailable):
         t.tensor(LOSS).value(0, mode="eval")
+
+
+def test_a_model_only_ever_in_eval_mode_does_not_drive_the_mode(loop, tmp_path):
+    """A second model kept in eval mode (a distillation teacher) and a loss module (always in training
+    mode) change neither the mode nor the steps once the model has trained."""
+    from torch import nn
+
+    run = loop({"save_interval": "1"}, {"outputs": {}})
+    teacher = nn.Linear(4, 1).eval()
+    run.hook.register_module(teacher)
+    for _ in range(3):
+        run.opt.zero_grad()
+        out = run.model(run.x)
+        with run.torch.no_grad():
+            target = teacher(run.x)
+        run.loss_fn(out, target).backward()
+        run.opt.step()
+    run.close()
+    t = trial(str(tmp_path / "tensors"))
+    assert [t.mode_of(s) for s in t.steps()] == [("train", 0), ("train", 1), ("train", 2)]
+    assert "Linear_output_0" in t.tensor_names(step=2)

@@ -170,9 +170,11 @@ class Hook:
 
     # -- saving ---------------------------------------------------------------------------------
     def _save(self, name: str, tensor) -> None:
+        if not self.due:
+            return
         import torch
 
-        if not self.due or not isinstance(tensor, torch.Tensor):
+        if not isinstance(tensor, torch.Tensor):
             return
         matched = [c for c in self.due if c.matches(name)]
         if matched:

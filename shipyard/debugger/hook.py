@@ -65,6 +65,15 @@ def _reduce(tensor, name: str):
 
 # Roles of modules seen by the forward-pre hook: inside a model, a root without parameters (a loss), a model.
 SUB, ROOT, MODEL = 0, 1, 2
+# Wrappers whose `.module` is the user's model: tensors are named after the model, as if unwrapped, so
+# names (and the rules' regexes) do not change when a script adds DDP.
+WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel")
+
+
+def _unwrapped(module) -> tuple[str, str]:
+    """(the name of a root's tensors, the prefix to drop from its submodules' and parameters' names)."""
+    inner = getattr(module, "module", None) if type(module).__name__ in WRAPPERS else None
+    return (type(inner).__name__, "module") if inner is not None else (type(module).__name__, "")
 
 
 class Hook:
@@ -100,6 +109,11 @@ class Hook:
         # distillation teacher, does not, once one has trained); with none, every model does (inference).
         self.trained = weakref.WeakSet()
         self.weights_saved: set[int] = set()  # ids of the models whose parameters this step saved
+        # Hooks that only save are attached for save steps only, so other steps pay one pre-hook call per
+        # module: the global forward hook (zero-code-change capture) and each parameter's gradient hook.
+        self.forward_hook = None  # the handle while attached; None when not installed globally or detached
+        self.global_forward = False
+        self.gradient_hooks: list = []
         self._begin_step()
 
     # -- steps and modes --------------------------------------------------------------------------
@@ -110,8 +124,19 @@ class Hook:
     def _begin_step(self) -> None:
         self.due = [c for c in self.collections if c.save_config.should_save(self.mode, self.mode_step)]
         self.weights_saved = set()
+        if self.global_forward and bool(self.due) != (self.forward_hook is not None):
+            if self.due:
+                from torch.nn.modules.module import register_module_forward_hook
+
+                self.forward_hook = register_module_forward_hook(self._on_forward)
+            else:
+                self.forward_hook.remove()
+                self.forward_hook = None
 
     def _advance(self) -> None:
+        for handle in self.gradient_hooks:
+            handle.remove()
+        self.gradient_hooks = []
         self._flush()
         self.step += 1
         self.mode_steps[self.mode] += 1
@@ -188,16 +213,22 @@ class Hook:
         self._save(tensor_name, tensor_value)
 
     def _discover(self, module) -> int:
-        """A root module not seen before: name it and everything under it, hook its gradients."""
-        root = type(module).__name__
+        """A root module not seen before: name it and everything under it."""
+        root, prefix = _unwrapped(module)
         for sub_name, sub in module.named_modules():
-            self.names.setdefault(sub, sub_name or root)
+            if prefix and sub is module:
+                self.names.setdefault(sub, "")  # the wrapper: its model's calls are saved, not its own
+            else:
+                self.names.setdefault(sub, _strip(sub_name, prefix) or root)
             self.roles.setdefault(sub, SUB)
-        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.roles[module] = MODEL if any(True for _ in module.parameters()) else ROOT
-        for param_name, param in params:
-            param.register_hook(lambda grad, n=f"gradient/{root}_{param_name}": self._save(n, grad))
         return self.roles[module]
+
+    def _parameters(self, module):
+        """(tensor name, parameter) of a model, named after its root as smdebug does."""
+        root, prefix = _unwrapped(module)
+        for param_name, param in module.named_parameters():
+            yield f"{root}_{_strip(param_name, prefix)}", param
 
     def _on_pre_forward(self, module, _inputs) -> None:
         role = self.roles.get(module)
@@ -212,14 +243,18 @@ class Hook:
             self._on_model_call(module)
         if self.due and id(module) not in self.weights_saved:
             self.weights_saved.add(id(module))
-            root = self.names[module]
-            for param_name, param in module.named_parameters():
-                self._save(f"{root}_{param_name}", param.data)
+            for name, param in self._parameters(module):
+                self._save(name, param.data)
+                if param.requires_grad:
+                    self.gradient_hooks.append(
+                        param.register_hook(lambda grad, n=f"gradient/{name}": self._save(n, grad)))
 
     def _on_forward(self, module, inputs, outputs) -> None:
         if not self.due:
             return
-        name = self.names.get(module) or type(module).__name__
+        name = self.names.get(module, type(module).__name__)
+        if not name:
+            return  # a DDP-style wrapper: its model's own call is saved
         for i, value in enumerate(inputs):
             self._save(f"{name}_input_{i}", value)
         for i, out in enumerate(outputs if isinstance(outputs, (tuple, list)) else (outputs,)):
@@ -235,11 +270,12 @@ class Hook:
         loss_module.register_forward_hook(self._on_forward)
 
     def install_global(self) -> None:
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.nn.modules.module import register_module_forward_pre_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         register_module_forward_pre_hook(self._on_pre_forward)
-        register_module_forward_hook(self._on_forward)
+        self.global_forward = True
+        self._begin_step()  # attaches the forward hook if this step saves
         register_optimizer_step_post_hook(self.end_step)
         atexit.register(self.close)
 
@@ -250,6 +286,12 @@ class Hook:
         return cls(doc.get("LocalPath") or "/opt/ml/output/tensors", doc.get("HookParameters"),
                    {c["CollectionName"]: c.get("CollectionParameters") or {} for c in
                     doc.get("CollectionConfigurations") or ()})
+
+
+def _strip(name: str, prefix: str) -> str:
+    if not prefix:
+        return name
+    return "" if name == prefix else name.removeprefix(prefix + ".")
 
 
 def install() -> Hook | None:

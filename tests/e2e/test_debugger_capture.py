@@ -15,8 +15,7 @@ from shipyard.store.db import Store
 
 pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).parent / "scripts" / "capture_ddp.py"
-WEIGHT, GRAD, INPUT = ("DistributedDataParallel_module.fc1.weight", "gradient/DistributedDataParallel_module.fc1.weight",
-                       "DistributedDataParallel_input_0")
+WEIGHT, GRAD, INPUT = ("Net_fc1.weight", "gradient/Net_fc1.weight", "Net_input_0")
 
 
 def _fit(tmp_path, name, hook_parameters):

@@ -26,6 +26,8 @@ def _parse_list(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
+WORDS = {"int": "an integer", "float": "a number", "bool": "True or False", "str": "a string",
+         "list": "a comma-separated list"}
 PARSERS = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list}
 
 
@@ -50,5 +52,5 @@ def parse_parameters(rule: str, declared: dict[str, Parameter], given: dict[str,
             values[name] = declared[name].parse(str(text))
         except ValueError as exc:
             raise ValidationError(f"{field} of rule {rule}: {name}", text,
-                                  f"must be a {declared[name].type} ({exc})") from None
+                                  f"must be {WORDS[declared[name].type]} ({exc})") from None
     return values

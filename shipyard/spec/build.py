@@ -1,21 +1,47 @@
-"""Making a spec model from what a user wrote, with shipyard's error instead of pydantic's."""
+"""Models of what a user writes, and making them, with shipyard's error instead of pydantic's: the field,
+the value, the fix."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pydantic
+from pydantic import BaseModel, ConfigDict
 
-from shipyard.errors import ValidationError
+from shipyard.errors import ValidationError, unknown_name_error
+
+
+def as_validation_error(exc: pydantic.ValidationError, model: type, field: str = "") -> ValidationError:
+    """pydantic's first error as ours, its field under `field` (the argument the values came in; none
+    when the model was made directly). A check of ours inside a validator (or a nested UserModel) already
+    names its field, value and fix; a misspelled field gets the closest valid name."""
+    error = exc.errors()[0]
+    ours = (error.get("ctx") or {}).get("error")
+    path = [str(p) for p in error["loc"]]
+    where = ".".join(p for p in (field, *path) if p)
+    if isinstance(ours, ValidationError):
+        return ValidationError(f"{where}.{ours.field}" if where else ours.field, ours.value, ours.fix)
+    if error["type"] == "extra_forbidden" and len(path) == 1:
+        return unknown_name_error(f"{field or model.__name__} argument", path[0], model.model_fields)
+    value = error.get("input") if path else ...  # a rule about several fields: the message names them
+    return ValidationError(where or model.__name__, value, error["msg"].removeprefix("Value error, "))
+
+
+class UserModel(BaseModel):
+    """Frozen, no unknown fields, and a wrong value raises shipyard's ValidationError when it is made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except pydantic.ValidationError as exc:
+            raise as_validation_error(exc, type(self)) from None
 
 
 def build(model: type, field: str, **values: Any):
-    """Build a spec model, turning pydantic's error into ours: the field, the value, the fix."""
+    """Build a spec model from a user's values, errors naming `field` (the argument they came in)."""
     try:
-        return model(**values)
+        return model.model_validate(values)
     except pydantic.ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        value = error.get("input") if where else ...  # a rule about several fields: the message names them
-        raise ValidationError(f"{field}.{where}" if where else field, value,
-                              error["msg"].removeprefix("Value error, ")) from None
+        raise as_validation_error(exc, model, field) from None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.spec.build import UserModel
 
 LOCAL_PATH = "/opt/ml/output/tensors"
 SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
@@ -17,10 +18,6 @@ HOOK_KEYS = ("dry_run", "save_all", "include_workers", "include_regex", "reducti
              "save_shape")
 COLLECTION_KEYS = ("include_regex", "save_histogram", "reductions", "save_raw_tensor")
 BOOL_KEYS = ("dry_run", "save_all", "save_raw_tensor", "save_shape", "save_histogram")
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def _save_keys() -> list[str]:
@@ -54,7 +51,7 @@ def check_parameters(where: str, parameters: dict[str, str], own_keys: tuple[str
             raise ValidationError(f"{where} parameter {key}", text, str(exc)) from None
 
 
-class CollectionConfig(Frozen):
+class CollectionConfig(UserModel):
     """A built-in collection to tune, or a new one (which needs an include_regex)."""
 
     name: str = Field(min_length=1, max_length=256)
@@ -72,7 +69,7 @@ class CollectionConfig(Frozen):
         return self
 
 
-class DebuggerHookConfig(Frozen):
+class DebuggerHookConfig(UserModel):
     s3_output_path: str | None = None  # default: the job's output path; <job>/debug-output/ is appended
     container_local_output_path: str = LOCAL_PATH
     hook_parameters: dict[str, str] = Field(default_factory=dict)

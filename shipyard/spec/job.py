@@ -8,8 +8,9 @@ import json
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.debugger import DebuggerHookConfig
@@ -26,11 +27,7 @@ TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class MetricDefinition(Frozen):
+class MetricDefinition(UserModel):
     """A metric scraped from every host's log lines: the first capture group, parsed as a number."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -49,7 +46,7 @@ class MetricDefinition(Frozen):
         return value
 
 
-class ChannelSpec(Frozen):
+class ChannelSpec(UserModel):
     name: str
     uri: str = Field(min_length=1)
     distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
@@ -66,7 +63,7 @@ class ChannelSpec(Frozen):
         return value
 
 
-class SpotSimulation(Frozen):
+class SpotSimulation(UserModel):
     """Where capacity is simulated (the local backend), when spot capacity is taken away.
 
     `interruptions_at`: seconds after each attempt's instances start, one interruption each, consumed in
@@ -79,7 +76,7 @@ class SpotSimulation(Frozen):
     seed: int | None = None
 
 
-class JobSpec(Frozen):
+class JobSpec(UserModel):
     job_name: str
     hyperparameters: dict[str, str] = Field(default_factory=dict)
     instance_count: int = Field(ge=1)

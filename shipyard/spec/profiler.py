@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from shipyard.spec.build import UserModel, build
 
 ALLOWED_INTERVALS_MILLIS = (100, 200, 500, 1000, 5000, 60000)
 DEFAULT_INTERVAL_MILLIS = 500
 DEFAULT_LOCAL_PATH = "/opt/ml/output/profiler"
 
 
-class FrameworkProfile(BaseModel):
+class FrameworkProfile(UserModel):
     """Framework metrics: which steps (start_step/num_steps, or start_unix_time/duration; the two pairs
     exclude each other) and how the trace files rotate."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     local_path: str = DEFAULT_LOCAL_PATH
     file_max_size: int = Field(default=10485760, ge=1)
     file_close_interval: float = Field(default=60, gt=0)
@@ -58,11 +59,10 @@ class FrameworkProfile(BaseModel):
         return params
 
 
-class ProfilerConfig(BaseModel):
+class ProfilerConfig(UserModel):
     """`profiler_config=` of an estimator. System monitoring runs at system_monitor_interval_millis;
     framework metrics (step times) only with framework_profile_params."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     s3_output_path: str | None = None  # default: <output_path>/<job>/profiler-output/
     system_monitor_interval_millis: int = DEFAULT_INTERVAL_MILLIS
     framework_profile_params: FrameworkProfile | None = None
@@ -112,5 +112,5 @@ def profiler_config_of(value) -> ProfilerConfig | None:
     if value is None or isinstance(value, ProfilerConfig):
         return value
     if isinstance(value, dict):
-        return ProfilerConfig(**value)
+        return build(ProfilerConfig, "profiler_config", **value)
     raise ValueError(f"profiler_config must be a shipyard.profiler.ProfilerConfig or a dict, not {type(value).__name__}")

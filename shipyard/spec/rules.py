@@ -9,32 +9,29 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.spec.build import UserModel
 
 RULE_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # RuleConfigurationName
 MAX_RULES_PER_KIND = 20
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StopTraining(Frozen):
+class StopTraining(UserModel):
     """Stop the job (it ends Stopped, the rule named in its reason)."""
 
     type: Literal["stop_training"] = "stop_training"
 
 
-class NotifyWebhook(Frozen):
+class NotifyWebhook(UserModel):
     """POST the finding as JSON to this URL (in place of SageMaker's SNS email/SMS)."""
 
     type: Literal["notify_webhook"] = "notify_webhook"
     url: str = Field(pattern=r"^https?://")
 
 
-class NotifyCommand(Frozen):
+class NotifyCommand(UserModel):
     """Run this command (an argv list, never a shell) with the finding as JSON on stdin."""
 
     type: Literal["notify_command"] = "notify_command"
@@ -44,14 +41,14 @@ class NotifyCommand(Frozen):
 Action = Annotated[Union[StopTraining, NotifyWebhook, NotifyCommand], Field(discriminator="type")]
 
 
-class CollectionToSave(Frozen):
+class CollectionToSave(UserModel):
     """A debugger collection a rule needs (SageMaker's CollectionConfiguration)."""
 
     name: str
     parameters: dict[str, str] = Field(default_factory=dict)
 
 
-class RuleConfig(Frozen):
+class RuleConfig(UserModel):
     kind: Literal["debugger", "profiler"]
     name: str  # RuleConfigurationName, unique per job
     rule: str  # a built-in rule of that kind, or "custom"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pydantic
 import pytest
 
 from shipyard.errors import ValidationError
@@ -12,7 +11,7 @@ from shipyard.spec.profiler import agent_settings
 
 
 def test_interval_must_be_an_allowed_value():
-    with pytest.raises(pydantic.ValidationError) as error:
+    with pytest.raises(ValidationError) as error:
         ProfilerConfig(system_monitor_interval_millis=300)
     message = str(error.value)
     assert "system_monitor_interval_millis must be one of 100, 200, 500, 1000, 5000, 60000" in message
@@ -21,7 +20,7 @@ def test_interval_must_be_an_allowed_value():
 
 
 def test_step_and_time_ranges_exclude_each_other():
-    with pytest.raises(pydantic.ValidationError, match="either start_step/num_steps or start_unix_time/duration"):
+    with pytest.raises(ValidationError, match="either start_step/num_steps or start_unix_time/duration"):
         FrameworkProfile(start_step=3, duration=10)
     profile = FrameworkProfile(start_step=5, num_steps=2)
     assert [s for s in range(10) if profile.in_range(s, 0)] == [5, 6]
@@ -68,7 +67,7 @@ def _spec(**extra) -> dict:
 
 def test_profiler_rules_need_profiling_on():
     rule = ProfilerRule.sagemaker(rule_configs.StepOutlier())
-    with pytest.raises(pydantic.ValidationError, match="profiler rules need profiling on"):
+    with pytest.raises(ValidationError, match="profiler rules need profiling on"):
         JobSpec(**_spec(rules=(rule,)))
     assert JobSpec(**_spec(rules=(rule,), profiler_config=ProfilerConfig())).rules == (rule,)
 
@@ -80,11 +79,11 @@ def test_profiler_rule_names_and_parameters_are_checked():
                                                                    {"StepOutlier_n_outliers": "0"})
     with pytest.raises(ValidationError, match="give a profiler rule"):
         ProfilerRule.sagemaker(rule_configs.vanishing_gradient())
-    with pytest.raises(pydantic.ValidationError, match="did you mean 'threshold'"):
+    with pytest.raises(ValidationError, match="did you mean 'threshold'"):
         ProfilerRule.sagemaker(rule_configs.CPUBottleneck(), rule_parameters={"treshold": 5})
-    with pytest.raises(pydantic.ValidationError, match="n_outliers='many': must be a int"):
+    with pytest.raises(ValidationError, match="n_outliers='many': must be an integer"):
         ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"n_outliers": "many"})
-    with pytest.raises(pydantic.ValidationError, match="did you mean 'StepOutlier_n_outliers'"):
+    with pytest.raises(ValidationError, match="did you mean 'StepOutlier_n_outliers'"):
         ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={"StepOutlier_n_outlier": 0})
 
 

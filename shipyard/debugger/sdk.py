@@ -25,7 +25,7 @@ class BuiltinRule:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()  # NLPSequence: nlp_sequence
 
 
 class Rule:

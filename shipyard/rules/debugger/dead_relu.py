@@ -3,26 +3,26 @@ the samples in the batch; fires when more than `threshold_layer` % of a layer's 
 
 from __future__ import annotations
 
-from shipyard.rules.debugger.base import Rule
+from shipyard.rules.debugger.base import Rule, inactive_units_percent, tensors_by_regex
 from shipyard.rules.parameters import Parameter
 
+DEFAULT_REGEX = ".*relu_output"
 PARAMETERS = {
-    "tensor_regex": Parameter("str", ".*relu_output"),
+    "tensor_regex": Parameter("str", DEFAULT_REGEX),
     "threshold_inactivity": Parameter("float", 1.0),
     "threshold_layer": Parameter("float", 50.0),
 }
-COLLECTIONS = {"relu_output": {"include_regex": ".*relu_output", "save_interval": "500"}}
+COLLECTIONS = {"relu_output": {"save_interval": "500"}}
 
 
 class DeadRelu(Rule):
     def invoke_at_step(self, step: int) -> bool:
         p = self.parameters
-        for name in self.base_trial.tensor_names(step=step, regex=p["tensor_regex"]):
+        for name in tensors_by_regex(self.base_trial, step, p["tensor_regex"], DEFAULT_REGEX, tuple(COLLECTIONS)):
             value = self.base_trial.tensor(name).value(step)
             if value.ndim < 2:
                 continue
-            active = (value > 0).reshape(value.shape[0], -1).mean(axis=0) * 100  # % of samples, per unit
-            dead = float((active < p["threshold_inactivity"]).mean() * 100)
+            dead = inactive_units_percent(value > 0, p["threshold_inactivity"])
             if dead > p["threshold_layer"]:
                 self.finding = f"tensor {name}: {dead:.1f}% of units are dead"
                 return True

@@ -66,27 +66,39 @@ class DebuggerRulesWatcher:
             for step in (s for s in steps if s > runner.done_step):
                 if runner.failed:
                     break
-                try:
-                    met = runner.rule.invoke_at_step(step)
-                except Exception:
-                    runner.failed = True
-                    self.store.set_rule_status(self.job, KIND, runner.config.name, "Error",
-                                               traceback.format_exc(limit=3)[-1024:])
-                    break
-                runner.done_step = step
-                if met and not runner.fired:
-                    runner.fired = True
-                    message = (f"Evaluation of the rule {runner.label} at step {step} resulted in the "
-                               f"condition being met")
-                    finding = getattr(runner.rule, "finding", "")
-                    self.store.set_rule_status(self.job, KIND, runner.config.name, "IssuesFound",
-                                               f"{message}: {finding}"[:1024] if finding else message)
-                    request = run_actions(runner.config.actions,
-                                          {"job": self.job, "rule": runner.config.name, "step": step,
-                                           "message": message, "finding": finding},
-                                          lambda text: self.store.add_event(self.job, "warning", text))
-                    stop = stop or request
+                met = self._invoke(runner, runner.rule.invoke_at_step, step)
+                if not runner.failed:
+                    runner.done_step = step
+                    stop = stop or (self._fire(runner, step) if met else None)
+            # A rule about time rather than tensors (StalledTrainingRule) is asked between steps too.
+            between = getattr(runner.rule, "invoke_without_step", None)
+            if between and not final and not runner.failed and self._invoke(runner, between):
+                stop = stop or self._fire(runner, runner.done_step)
         return stop
+
+    def _invoke(self, runner, call, *args) -> bool:
+        try:
+            return bool(call(*args))
+        except Exception:
+            runner.failed = True
+            self.store.set_rule_status(self.job, KIND, runner.config.name, "Error",
+                                       traceback.format_exc(limit=3)[-1024:])
+            return False
+
+    def _fire(self, runner, step: int):
+        """The first time a rule's condition is met: IssuesFound, and its actions (the configuration's,
+        then the rule's own)."""
+        if runner.fired:
+            return None
+        runner.fired = True
+        message = f"Evaluation of the rule {runner.label} at step {step} resulted in the condition being met"
+        finding = getattr(runner.rule, "finding", "")
+        self.store.set_rule_status(self.job, KIND, runner.config.name, "IssuesFound",
+                                   f"{message}: {finding}"[:1024] if finding else message)
+        return run_actions(tuple(runner.config.actions) + tuple(getattr(runner.rule, "actions", ())),
+                           {"job": self.job, "rule": runner.config.name, "step": step,
+                            "message": message, "finding": finding},
+                           lambda text: self.store.add_event(self.job, "warning", text))
 
     def poll(self):
         return self._evaluate(final=False)

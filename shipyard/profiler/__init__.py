@@ -3,6 +3,15 @@
 
 from shipyard.debugger import rule_configs
 from shipyard.profiler.rule import ProfilerRule
-from shipyard.spec.profiler import FrameworkProfile, ProfilerConfig
+from shipyard.spec.profiler import (
+    DataloaderProfilingConfig,
+    DetailedProfilingConfig,
+    FrameworkProfile,
+    ProfilerConfig,
+    PythonProfiler,
+    PythonProfilingConfig,
+    cProfileTimer,
+)
 
-__all__ = ["FrameworkProfile", "ProfilerConfig", "ProfilerRule", "rule_configs"]
+__all__ = ["DataloaderProfilingConfig", "DetailedProfilingConfig", "FrameworkProfile", "ProfilerConfig",
+           "ProfilerRule", "PythonProfiler", "PythonProfilingConfig", "cProfileTimer", "rule_configs"]

@@ -1,12 +1,16 @@
-"""Step times of a PyTorch training process, without changes to the script: installed by the injected
-sitecustomize only when the job asks for framework metrics, it listens to the heartbeat's optimizer-step
-hook (one hook per process, shipyard/runtime/heartbeat.py). Step N spans from the end of optimizer step
-N-1 to the end of step N, so it includes that step's data loading, forward and backward; step 1 (whose
-start is not known) is not recorded.
+"""Framework metrics of a PyTorch training process, without changes to the script: installed by the
+injected sitecustomize only when the job asks for framework metrics. Steps come from the heartbeat's
+optimizer-step hooks (one pair per process, shipyard/runtime/heartbeat.py): TRAIN step N spans from the
+end of the previous step (of any mode) to the end of optimizer step N, so it includes that step's data
+loading, forward and backward; step 1 (whose start is not known) is not recorded. What else is recorded:
+
+- the phases of a step and EVAL steps (shipyard/profiler/phases.py), over the step timeline's range;
+- the DataLoader's events, in the main process and in its workers (shipyard/profiler/dataloader.py);
+- torch.profiler traces (detailed.py) and Python profiles (python_profiler.py) over their options' steps.
 
 Events are written as SageMaker's Chrome trace files (framework/pevents/<YYYYMMDDHH>/
-<end_ts_us>_<node>_model_timeline.json), a new file every file_close_interval seconds or file_max_size
-bytes and at exit; each is written whole and renamed into place."""
+<end_ts_us>_<node>-rank<r>_model_timeline.json), a new file every file_close_interval seconds or
+file_max_size bytes and at exit; each is written whole and renamed into place."""
 
 from __future__ import annotations
 
@@ -16,60 +20,34 @@ import os
 import threading
 import time
 
-from shipyard.profiler.data import FRAMEWORK_DIR
+from shipyard.profiler.data import FRAMEWORK_DIR, STEP_PREFIX
 
 # A Chrome trace event is about this many bytes; used to rotate by size without serialising each step.
 EVENT_BYTES = 160
 
 
-class StepRecorder:
-    def __init__(self, root: str, framework: dict) -> None:
-        from shipyard.spec.profiler import FrameworkProfile
+class TraceWriter:
+    """One process's Chrome trace events: `ts` relative to the process_name event's start time, `pid` the
+    rank, and every event's args naming the node and the emitting OS process."""
 
-        self.root, self.profile = root, FrameworkProfile(**framework)
-        self.node = os.environ.get("SM_CURRENT_HOST", "algo-1")
-        self.rank = int(os.environ.get("RANK", "0"))
+    def __init__(self, root: str, name: str, profile, node: str, rank: int, tid: int = 0) -> None:
+        self.root, self.name, self.node, self.rank, self.tid = root, name, node, rank, tid
+        self.close_interval, self.max_size = profile.file_close_interval, profile.file_max_size
+        self.os_pid = os.getpid()
         self.start_us = int(time.time() * 1e6)
-        self.last = 0.0
-        self.step_num = 0
         self.events: list[dict] = []
         self.opened = time.time()
         self.lock = threading.Lock()
 
-    def time_dataloader(self) -> None:
-        """Each batch the script waits for (the DataLoader iterator's __next__) becomes a DataLoaderIter
-        event of the step it feeds."""
-        from torch.utils.data.dataloader import _BaseDataLoaderIter
+    def add(self, name: str, start: float, end: float, step: int | None = None, **args) -> None:
+        if step is not None:
+            args["step_num"] = step
+        args.update(node=self.node, os_pid=self.os_pid)
+        self.events.append({"name": name, "ph": "X", "pid": self.rank, "tid": self.tid,
+                            "ts": int(start * 1e6) - self.start_us, "dur": int((end - start) * 1e6), "args": args})
 
-        original = _BaseDataLoaderIter.__next__
-
-        def timed_next(iterator):
-            start = time.time()
-            try:
-                return original(iterator)
-            finally:
-                if self.profile.in_range(self.step_num + 1, start):
-                    self.events.append({
-                        "name": "DataLoaderIter", "ph": "X", "pid": self.rank, "tid": 0,
-                        "ts": int(start * 1e6) - self.start_us, "dur": int((time.time() - start) * 1e6),
-                        "args": {"step_num": self.step_num + 1, "node": self.node},
-                    })
-
-        _BaseDataLoaderIter.__next__ = timed_next
-
-    def on_step(self) -> None:
-        now = time.time()
-        self.step_num += 1
-        # Step 1 has no known start (before it: imports, model building): only later steps are recorded.
-        if self.step_num > 1 and self.profile.in_range(self.step_num, now):
-            self.events.append({
-                "name": "Step:ModeKeys.TRAIN", "ph": "X", "pid": self.rank, "tid": 0,
-                "ts": int(self.last * 1e6) - self.start_us, "dur": int((now - self.last) * 1e6),
-                "args": {"step_num": self.step_num, "node": self.node},
-            })
-        self.last = now
-        if (now - self.opened >= self.profile.file_close_interval
-                or len(self.events) * EVENT_BYTES >= self.profile.file_max_size):
+    def rotate_if_due(self, now: float) -> None:
+        if now - self.opened >= self.close_interval or len(self.events) * EVENT_BYTES >= self.max_size:
             self.write()
 
     def write(self) -> None:
@@ -80,13 +58,112 @@ class StepRecorder:
             end_us = int(time.time() * 1e6)
             directory = os.path.join(self.root, FRAMEWORK_DIR, time.strftime("%Y%m%d%H", time.gmtime()))
             os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, f"{end_us}_{self.node}-rank{self.rank}_model_timeline.json")
+            path = os.path.join(directory, f"{end_us}_{self.name}_model_timeline.json")
             meta = {"name": "process_name", "ph": "M", "pid": self.rank,
-                    "args": {"name": f"{self.node} rank {self.rank}", "start_time_since_epoch_in_micros": self.start_us}}
+                    "args": {"name": f"{self.name.replace('-rank', ' rank ')}",
+                             "start_time_since_epoch_in_micros": self.start_us}}
             tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp")
             with open(tmp, "w") as f:
                 json.dump([meta, *events], f)
             os.replace(tmp, path)
+
+
+class RangeRunner:
+    """Runs one profiler (detailed.py, python_profiler.py) over the TRAIN steps of its option's range:
+    started when the first such step starts, stopped when the last ends (after each step if the profiler
+    profiles steps one by one)."""
+
+    def __init__(self, option, profiler) -> None:
+        self.option, self.profiler = option, profiler
+        self.running = False
+
+    def step_starts(self, step: int, now: float) -> None:
+        if not self.option.in_range(step, now):
+            return
+        if self.running:
+            self.profiler.next_step(step, now)
+        else:
+            self.profiler.start(step, now)
+            self.running = True
+
+    def step_ends(self, step: int, now: float) -> None:
+        if self.running and (self.profiler.PER_STEP or not self.option.in_range(step + 1, now)):
+            self.running = False
+            self.profiler.stop(step, now)
+
+
+class StepRecorder:
+    def __init__(self, root: str, framework: dict) -> None:
+        from shipyard.profiler.dataloader import DataLoaderProfiler
+        from shipyard.profiler.detailed import DetailedProfiler
+        from shipyard.profiler.phases import Phases
+        from shipyard.profiler.python_profiler import PythonProfiler
+        from shipyard.spec.profiler import FrameworkProfile
+
+        self.root, self.profile = root, FrameworkProfile(**framework)
+        self.node = os.environ.get("SM_CURRENT_HOST", "algo-1")
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.timeline = TraceWriter(root, f"{self.node}-rank{self.rank}", self.profile, self.node, self.rank)
+        self.step_num = 0  # TRAIN steps ended
+        self.started = 0  # the TRAIN step that has started (step_num + 1 once it has)
+        self.eval_steps = 0
+        self.last = 0.0  # when the last step of any mode ended; 0: not known yet
+        self.timeline_on = False
+        options = self.profile.options()
+        self.runners = []
+        if "detailed" in options:
+            self.runners.append(RangeRunner(options["detailed"], DetailedProfiler(root, self.node, self.rank)))
+        if "python" in options:
+            self.runners.append(RangeRunner(options["python"], PythonProfiler(root, self.node, options["python"])))
+        self.phases = Phases(self)
+        self.dataloader = DataLoaderProfiler(self, options.get("dataloader") if
+                                             self.profile.dataloader_profiling_config is not None else None)
+        self._ranges(1, time.time())
+
+    def _ranges(self, step: int, now: float) -> None:
+        """What records during this step: decided once, when it starts, so each hook checks one flag."""
+        self.timeline_on = self.profile.in_range(step, now)
+        # Until step 1 starts, the forward hooks are on to see it start (the first forward in training mode).
+        self.phases.set_active(self.timeline_on or self.started < step)
+        self.dataloader.step_starts(step, now)
+
+    def step_starts(self, now: float) -> None:
+        """TRAIN step step_num + 1 starts: right after the previous optimizer step, or for step 1 at the
+        first forward of a model in training mode."""
+        step = self.started = self.step_num + 1
+        self._ranges(step, now)
+        for runner in self.runners:
+            runner.step_starts(step, now)
+
+    def on_step(self) -> None:
+        now = time.time()
+        self.step_num += 1
+        self.phases.optimizer_done(self.step_num, now)
+        if self.last and self.timeline_on:
+            self.timeline.add(f"{STEP_PREFIX}TRAIN", self.last, now, self.step_num)
+        self.last = now
+        for runner in self.runners:
+            runner.step_ends(self.step_num, now)
+        self.step_starts(now)
+        self.timeline.rotate_if_due(now)
+
+    def eval_step(self, forward_start: float, now: float) -> None:
+        """An EVAL step: one forward of a model in eval mode, spanning from the end of the previous step."""
+        self.eval_steps += 1
+        if self.timeline_on:
+            self.timeline.add("Forward", forward_start, now, self.eval_steps, mode="EVAL")
+            if self.last:
+                self.timeline.add(f"{STEP_PREFIX}EVAL", self.last, now, self.eval_steps)
+        self.last = now
+
+    def close(self) -> None:
+        """At exit: stop what still profiles (the step it is in counts as ended) and write the events."""
+        now = time.time()
+        for runner in self.runners:
+            if runner.running:
+                runner.running = False
+                runner.profiler.stop(self.step_num + 1, now)
+        self.timeline.write()
 
 
 def install() -> None:
@@ -94,6 +171,7 @@ def install() -> None:
     from shipyard.runtime.import_hooks import after_import
 
     recorder = StepRecorder(os.environ["SHIPYARD_PROFILER_DIR"], json.loads(os.environ["SHIPYARD_PROFILER_FRAMEWORK"]))
-    heartbeat.add_step_listener(recorder.on_step)
-    after_import("torch.utils.data.dataloader", recorder.time_dataloader)
-    atexit.register(recorder.write)
+    heartbeat.add_step_listener(recorder.on_step, before=recorder.phases.before_optimizer)
+    after_import("torch.nn.modules.module", recorder.phases.attach)
+    after_import("torch.utils.data.dataloader", recorder.dataloader.attach)
+    atexit.register(recorder.close)

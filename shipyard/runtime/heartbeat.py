@@ -25,9 +25,11 @@ INTERVAL_SECONDS = float(os.environ.get("SHIPYARD_HEARTBEAT_INTERVAL", "2"))
 # Frames from these files mean the process is waiting for the other ranks.
 _COLLECTIVE_MARKERS = ("torch/distributed/", "torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/")
 _LIBRARY_MARKERS = ("/site-packages/", "/lib/python3", "shipyard/runtime/")
-# Called after every optimizer step, through the one global hook of this process (the profiler's step times).
+# Called after (and before) every optimizer step, through the one global post-step (and pre-step) hook of
+# this process: the profiler's step times and phases.
 _step_listeners: list = []
-_hooked = False
+_pre_step_listeners: list = []
+_hooked = _pre_hooked = False
 _hook_lock = threading.Lock()  # the heartbeat's thread and the profiler's may both try
 
 
@@ -36,22 +38,34 @@ def _on_step(*_args) -> None:
         listener()
 
 
+def _before_step(*_args) -> None:
+    for listener in _pre_step_listeners:
+        listener()
+
+
 def hook_optimizer() -> bool:
-    """Register the global optimizer post-step hook once torch.optim is imported; True once it is."""
-    global _hooked
+    """Register the global optimizer post-step hook once torch.optim is imported, and the pre-step hook
+    when something listens before steps; True once they are."""
+    global _hooked, _pre_hooked
     with _hook_lock:
         module = sys.modules.get("torch.optim.optimizer")
         if module is not None and not _hooked:
             module.register_optimizer_step_post_hook(_on_step)
             _hooked = True
+        if module is not None and _pre_step_listeners and not _pre_hooked:
+            module.register_optimizer_step_pre_hook(_before_step)
+            _pre_hooked = True
         return _hooked
 
 
-def add_step_listener(listener) -> None:
-    """`listener()` runs after every optimizer step, counted from the first (the step numbers are exact)."""
+def add_step_listener(listener, before=None) -> None:
+    """`listener()` runs after every optimizer step, counted from the first (the step numbers are exact);
+    `before()`, if given, right before every optimizer step."""
     from shipyard.runtime.import_hooks import after_import
 
     _step_listeners.append(listener)
+    if before is not None:
+        _pre_step_listeners.append(before)
     after_import("torch.optim.optimizer", hook_optimizer)
 
 

@@ -1,0 +1,64 @@
+"""Detailed profiling: torch.profiler (CPU, and CUDA where there is a GPU) over the steps of the
+DetailedProfilingConfig, each step marked "ProfilerStep#<n>" as torch.profiler's own schedule marks it,
+exported as one Chrome trace per range and process:
+
+    framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<start_step:09d>/<node>-rank<r>.pt.trace.json
+
+It starts when the range's first step starts (right after the previous optimizer step; step 1 at the
+first forward in training mode) and stops when its last optimizer step ends."""
+
+from __future__ import annotations
+
+import os
+import time
+
+DETAILED_DIR = "framework/pytorch/detailed_profiling"
+
+
+class DetailedProfiler:
+    PER_STEP = False
+
+    def __init__(self, root: str, node: str, rank: int) -> None:
+        self.root, self.node, self.rank = root, node, rank
+        self.profile = None
+        self.mark = None
+        self.first, self.started = 0, 0.0
+
+    def start(self, step: int, now: float) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        self.profile = profile(activities=activities)
+        self.profile.start()
+        self.first, self.started = step, now
+        self._mark(step)
+
+    def next_step(self, step: int, now: float) -> None:
+        self._unmark()
+        self._mark(step)
+
+    def _mark(self, step: int) -> None:
+        from torch.profiler import record_function
+
+        self.mark = record_function(f"ProfilerStep#{step}")
+        self.mark.__enter__()
+
+    def _unmark(self) -> None:
+        if self.mark is not None:
+            self.mark.__exit__(None, None, None)
+            self.mark = None
+
+    def stop(self, step: int, now: float) -> str:
+        """Stop and write the trace; its path."""
+        self._unmark()
+        self.profile.stop()
+        directory = os.path.join(self.root, DETAILED_DIR, time.strftime("%Y%m%d%H", time.gmtime(self.started)),
+                                 f"{self.first:09d}")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{self.node}-rank{self.rank}.pt.trace.json")
+        tmp = os.path.join(directory, f".{self.node}-rank{self.rank}.tmp.json")
+        self.profile.export_chrome_trace(tmp)
+        os.replace(tmp, path)
+        self.profile = None
+        return path

@@ -1,0 +1,192 @@
+"""The framework recorder inside a training process (contract 3), in this process on a tiny model: the
+phases of each step nest inside it and add up, EVAL steps, the DataLoader's events (workers included),
+the module hooks off out of range, torch.profiler traces for exactly the configured steps, and Python
+profiles that pstats / pyinstrument's output can be read from."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pstats
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules import module as torch_module
+from torch.utils.data import DataLoader, TensorDataset
+
+from shipyard.profiler.data import ProfilerReader
+from shipyard.profiler.steps import StepRecorder
+from shipyard.runtime import heartbeat
+
+PHASES = ("Forward", "Backward(post-forward)", "Optimizer")
+US = 1e-6  # event times are whole microseconds
+
+
+@pytest.fixture
+def recorder(tmp_path, monkeypatch):
+    """`recorder(**framework)`: a StepRecorder attached to this process's torch as install() attaches it
+    (the heartbeat's optimizer hooks, the global module hooks, the DataLoader), detached afterwards."""
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-1")
+    monkeypatch.setenv("RANK", "0")
+    made = []
+
+    def make(**framework) -> StepRecorder:
+        r = StepRecorder(str(tmp_path), framework)
+        heartbeat.add_step_listener(r.on_step, before=r.phases.before_optimizer)
+        r.phases.attach()
+        r.dataloader.attach()
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        heartbeat._step_listeners.remove(r.on_step)
+        heartbeat._pre_step_listeners.remove(r.phases.before_optimizer)
+        r.phases.detach()
+        r.dataloader.detach()
+
+
+def _train(steps: int, eval_batches: int = 0, num_workers: int = 0, teacher: nn.Module | None = None) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = DataLoader(TensorDataset(torch.randn(8 * steps, 4)), batch_size=8, num_workers=num_workers)
+    for (x,) in data:
+        out = model(x)
+        if teacher is not None:
+            with torch.no_grad():
+                target = teacher(x)
+            out = out - target
+        loss = out.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        for i, (x,) in enumerate(DataLoader(TensorDataset(torch.randn(8 * eval_batches, 4)), batch_size=8)):
+            model(x)
+
+
+def _raw_events(root) -> list[dict]:
+    return [e for path in glob.glob(f"{root}/framework/pevents/*/*_model_timeline.json")
+            for e in json.load(open(path)) if e["ph"] == "X"]
+
+
+def test_phases_nest_in_each_step_and_add_up(recorder, tmp_path):
+    r = recorder()
+    _train(steps=6, eval_batches=2)
+    r.close()
+    data = ProfilerReader(str(tmp_path)).read()
+    train = {s.step: s for s in data.steps if s.mode == "TRAIN"}
+    assert sorted(train) == [2, 3, 4, 5, 6]  # step 1's start is not known
+    for number, step in train.items():
+        phases = {e.name: e for e in data.events
+                  if e.step == number and e.name in PHASES and e.args.get("mode", "TRAIN") == "TRAIN"}
+        assert set(phases) == set(PHASES), number
+        forward, backward, optimizer = (phases[n] for n in PHASES)
+        assert step.start - US <= forward.start and optimizer.start + optimizer.duration <= step.start + step.duration + US
+        assert forward.start + forward.duration <= backward.start + US  # in order, no overlap
+        assert backward.start + backward.duration <= optimizer.start + US
+        assert forward.duration + backward.duration + optimizer.duration <= step.duration + 3 * US
+        assert 0 < step.dataloader < step.duration  # its DataLoaderIter (the reader adds it up)
+    evals = sorted(s.step for s in data.steps if s.mode == "EVAL")
+    assert evals == [1, 2]
+    eval_forwards = [e for e in data.events if e.name == "Forward" and e.args.get("mode") == "EVAL"]
+    assert [e.step for e in eval_forwards] == [1, 2]
+    loads = [e for e in data.events if e.name == "DataLoaderIter"]
+    assert [(e.args["mode"], e.step) for e in loads] == [("TRAIN", n) for n in range(1, 7)] + [("EVAL", 1), ("EVAL", 2)]
+    [init, eval_init] = [e for e in data.events if e.name == "DataLoaderIterInitialize"]
+    assert (init.args["num_workers"], init.args["pin_memory"], init.step) == (0, False, 1)
+    assert all(e["args"]["os_pid"] == os.getpid() and e["args"]["node"] == "algo-1" and e["pid"] == 0
+               for e in _raw_events(tmp_path))
+
+
+def test_a_teacher_in_eval_mode_is_part_of_the_training_step(recorder, tmp_path):
+    r = recorder()
+    teacher = nn.Linear(4, 1).eval()
+    _train(steps=3, teacher=teacher)
+    r.close()
+    data = ProfilerReader(str(tmp_path)).read()
+    assert {s.mode for s in data.steps} == {"TRAIN"}
+    assert [e.step for e in data.events if e.name == "Forward"] == [1, 1, 2, 2, 3, 3]
+
+
+def test_out_of_range_the_module_hooks_are_off(recorder, tmp_path):
+    before = (set(torch_module._global_forward_pre_hooks), set(torch_module._global_forward_hooks))
+    r = recorder(start_step=3, num_steps=2,
+                 python_profiling_config={"start_step": 100})  # only the timeline's range matters here
+    _train(steps=7)
+    assert r.phases.handles is None
+    assert (set(torch_module._global_forward_pre_hooks), set(torch_module._global_forward_hooks)) == before
+    r.close()
+    data = ProfilerReader(str(tmp_path)).read()
+    assert sorted(s.step for s in data.steps) == [3, 4]
+    assert sorted({e.step for e in data.events if e.name in PHASES}) == [3, 4]
+    assert sorted(e.step for e in data.events if e.name == "DataLoaderIter") == [3, 4]
+
+
+def test_dataloader_workers_record_their_fetches(recorder, tmp_path):
+    r = recorder(dataloader_profiling_config={"start_step": 1, "num_steps": 100})
+    _train(steps=6, num_workers=2)
+    r.close()
+    data = ProfilerReader(str(tmp_path)).read()
+    workers = [e for e in data.events if e.name == "DataLoaderWorker"]
+    assert len(workers) == 6  # one per batch, fetched inside the workers
+    pids = {e.os_pid for e in workers}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert all(e.args["worker_pid"] == e.args["os_pid"] == e.os_pid and e.pid == 0 for e in workers)
+    init = [e for e in data.events if e.name == "DataLoaderIterInitialize"][0]  # then the evaluation's
+    assert init.args["num_workers"] == 2 and init.os_pid == os.getpid()
+    # Only the given options run: no torch.profiler trace, no Python profile.
+    assert not glob.glob(f"{tmp_path}/framework/pytorch/*")
+
+
+def test_detailed_trace_holds_exactly_the_configured_steps(recorder, tmp_path):
+    r = recorder(detailed_profiling_config={"start_step": 3, "num_steps": 2})
+    _train(steps=6)
+    r.close()
+    [path] = glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/000000003/algo-1-rank0.pt.trace.json")
+    trace = json.load(open(path))["traceEvents"]
+    marks = {e["name"]: e for e in trace if e.get("name", "").startswith("ProfilerStep#")}
+    assert sorted(marks) == ["ProfilerStep#3", "ProfilerStep#4"]
+    linear = [e for e in trace if e.get("name") == "aten::addmm"]
+    assert len(linear) == 2 * 2  # two Linear forwards in each of the two steps
+    for step in marks.values():
+        inside = [e for e in linear if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+        assert len(inside) == 2
+
+
+def test_cprofile_stats_per_step_load_with_pstats(recorder, tmp_path):
+    r = recorder(python_profiling_config={"start_step": 2, "num_steps": 2, "cprofile_timer": "cpu_time"})
+    _train(steps=5)
+    r.close()
+    folders = sorted(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/*"))
+    assert [os.path.basename(f).split("_")[0].rsplit("-", 1)[0] for f in folders] == \
+        ["TRAIN-2-stepstart", "TRAIN-3-stepstart"]
+    assert "_TRAIN-2-stepend-" in folders[0]
+    stats = pstats.Stats(os.path.join(folders[0], "python_stats"))
+    assert any(name == "forward" for (_, _, name) in stats.stats)  # the model's forward ran in that step
+
+
+def test_pyinstrument_writes_html_and_json(recorder, tmp_path):
+    r = recorder(python_profiling_config={"start_step": 2, "python_profiler": "pyinstrument"})
+    _train(steps=4)
+    r.close()
+    [folder] = glob.glob(f"{tmp_path}/framework/pytorch/pyinstrument/algo-1/TRAIN-2-stepstart-*_TRAIN-2-stepend-*")
+    assert "<html" in open(os.path.join(folder, "python_stats.html")).read().lower()
+    assert "root_frame" in json.load(open(os.path.join(folder, "python_stats.json")))
+
+
+def test_default_options_cycle_the_cprofile_timer_over_steps_9_to_11(recorder, tmp_path):
+    r = recorder()
+    [python] = [runner.profiler for runner in r.runners if runner.profiler.PER_STEP]
+    timers = []
+    original = python.start
+    python.start = lambda step, now: (timers.append((step, python.timer)), original(step, now))
+    _train(steps=12)
+    r.close()
+    assert timers == [(9, "total_time"), (10, "cpu_time"), (11, "off_cpu_time")]
+    assert len(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")) == 3
+    assert glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/000000005/*.pt.trace.json")

@@ -1,8 +1,10 @@
 """Debugger rules beside a job (registered in control/watchers.py as "debugger_rules"): each poll reads
 the steps that appeared in <output>/<job>/debug-output/ and evaluates every rule on them in order, as
 smdebug's rule invoker does; a condition met sets IssuesFound with SageMaker's message and runs the
-rule's actions, and evaluation goes on. When the instances end, the rest is evaluated and rules that
-never fired become NoIssuesFound. A rule that raises is Error and is evaluated no further."""
+rule's actions (and the rule's own `actions`), and evaluation goes on. A rule about time rather than
+tensors (StalledTrainingRule) also has `invoke_without_step()`, asked at each poll. When the instances
+end, the rest is evaluated and rules that never fired become NoIssuesFound. A rule that raises is Error
+and is evaluated no further."""
 
 from __future__ import annotations
 

@@ -64,12 +64,12 @@ class Phases:
         self.depth += 1
         if self.depth > 1:
             return
-        now = self.forward_start = time.time()
         self.root = weakref.ref(module)
         if module.training:
             self.trained.add(module)
             if self.r.started <= self.r.step_num:
-                self.r.step_starts(now)
+                self.r.step_starts(time.time())
+        self.forward_start = time.time()  # after step 1's profilers started
 
     def _post(self, module, _args, _output) -> None:
         self.depth -= 1

@@ -43,8 +43,9 @@ class TraceWriter:
         if step is not None:
             args["step_num"] = step
         args.update(node=self.node, os_pid=self.os_pid)
+        start_us = int(start * 1e6)  # both ends rounded alike: events that end together end at the same µs
         self.events.append({"name": name, "ph": "X", "pid": self.rank, "tid": self.tid,
-                            "ts": int(start * 1e6) - self.start_us, "dur": int((end - start) * 1e6), "args": args})
+                            "ts": start_us - self.start_us, "dur": int(end * 1e6) - start_us, "args": args})
 
     def rotate_if_due(self, now: float) -> None:
         if now - self.opened >= self.close_interval or len(self.events) * EVENT_BYTES >= self.max_size:
@@ -107,7 +108,7 @@ class StepRecorder:
         self.step_num = 0  # TRAIN steps ended
         self.started = 0  # the TRAIN step that has started (step_num + 1 once it has)
         self.eval_steps = 0
-        self.last = 0.0  # when the last step of any mode ended; 0: not known yet
+        self.last = 0.0  # where the next step starts (the last step of any mode ended); 0: not known yet
         self.timeline_on = False
         options = self.profile.options()
         self.runners = []
@@ -141,11 +142,13 @@ class StepRecorder:
         self.phases.optimizer_done(self.step_num, now)
         if self.last and self.timeline_on:
             self.timeline.add(f"{STEP_PREFIX}TRAIN", self.last, now, self.step_num)
-        self.last = now
         for runner in self.runners:
             runner.step_ends(self.step_num, now)
         self.step_starts(now)
         self.timeline.rotate_if_due(now)
+        # The next step starts now: a profiler's start and stop (torch.profiler's first start takes
+        # seconds) and the file writes fall between steps, not in one.
+        self.last = time.time()
 
     def eval_step(self, forward_start: float, now: float) -> None:
         """An EVAL step: one forward of a model in eval mode, spanning from the end of the previous step."""

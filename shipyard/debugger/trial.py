@@ -62,8 +62,9 @@ class Tensor:
         import numpy as np
 
         value = np.abs(self.value(step, worker=worker)) if abs else self.value(step, worker=worker)
-        return float({"l1": lambda v: np.abs(v).sum(), "l2": np.linalg.norm, "variance": np.var}
-                     .get(reduction_name, getattr(np, reduction_name))(value))
+        named = {"l1": lambda v: np.abs(v).sum(), "l2": np.linalg.norm, "variance": np.var}
+        reduce = named.get(reduction_name) or getattr(np, reduction_name)
+        return float(reduce(value))
 
     def reduction_values(self, step: int, mode=None, worker: str | None = None) -> dict[str, float]:
         """Every reduction saved for this tensor at this step ({"mean": ..., "abs_max": ...})."""

@@ -83,9 +83,11 @@ class DebuggerHookConfig(UserModel):
         return self
 
     def with_collections(self, extra: tuple[CollectionConfig, ...]) -> DebuggerHookConfig:
-        """The rules' collections merged in, duplicates (same name and parameters) dropped, as the SDK does."""
+        """The rules' collections merged in, by name: a collection the user configured keeps the user's
+        settings (a rule asking gradients every 500 steps does not override gradients every 5), and of
+        two rules asking for the same collection the first is kept."""
         merged = list(self.collection_configs)
         for config in extra:
-            if config not in merged:
+            if all(c.name != config.name for c in merged):
                 merged.append(config)
         return self.model_copy(update={"collection_configs": tuple(merged)})

@@ -59,3 +59,11 @@ def test_builtin_regexes_name_the_tensors_the_hook_writes(collection, hits, miss
     pattern = re.compile(BUILTIN_REGEX[collection])
     assert [n for n in hits if pattern.search(n)] == hits
     assert [n for n in misses if pattern.search(n)] == []
+
+
+def test_the_users_collection_settings_win_over_a_rules():
+    from shipyard.debugger import Rule, rule_configs
+
+    mine = DebuggerHookConfig(collection_configs=[CollectionConfig(name="gradients", parameters={"save_interval": "5"})])
+    _, hook = hook_and_rules([Rule.sagemaker(rule_configs.vanishing_gradient())], mine)
+    assert [(c.name, c.parameters) for c in hook.collection_configs] == [("gradients", {"save_interval": "5"})]

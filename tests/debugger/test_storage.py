@@ -45,6 +45,9 @@ def test_layout_values_and_reductions_round_trip(loop, tmp_path):
     assert grad.reduction_value(2, "mean") == pytest.approx(float(raw.mean()), rel=1e-5)
     assert grad.reduction_value(2, "max", abs=True) == pytest.approx(float(np.abs(raw).max()), rel=1e-5)
     assert grad.reduction_values(2)["l2"] == pytest.approx(float(np.linalg.norm(raw)), rel=1e-5)
+    # a reduction nobody saved is computed from the raw value, the named ones (variance, l1) included
+    assert grad.reduction_value(2, "variance") == pytest.approx(float(np.var(raw)), rel=1e-5)
+    assert grad.reduction_value(2, "l1", abs=True) == pytest.approx(float(np.abs(raw).sum()), rel=1e-5)
     # reductions only: no raw value, the reduction is there
     bias = t.tensor("Net_fc1.bias")
     with pytest.raises(TensorUnavailable, match="reductions only"):

@@ -93,7 +93,8 @@ class DebuggerRulesWatcher:
         if runner.fired:
             return None
         runner.fired = True
-        message = f"Evaluation of the rule {runner.label} at step {step} resulted in the condition being met"
+        where = f" at step {step}" if step >= 0 else ""  # a stall before any step was saved
+        message = f"Evaluation of the rule {runner.label}{where} resulted in the condition being met"
         finding = getattr(runner.rule, "finding", "")
         self.store.set_rule_status(self.job, KIND, runner.config.name, "IssuesFound",
                                    f"{message}: {finding}"[:1024] if finding else message)

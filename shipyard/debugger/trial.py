@@ -4,6 +4,7 @@ each call to steps() or tensor_names() lists what is new. `trial(job_name_or_pat
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import re
@@ -23,7 +24,7 @@ class Tensor:
         self.trial, self.name = trial, name
 
     def _docs(self):
-        return ((s, w, doc) for (s, w), doc in self.trial._index.items() if self.name in doc["tensors"])
+        return ((s, w, doc) for (s, w), doc in self.trial._records() if self.name in doc["tensors"])
 
     def steps(self, mode=None) -> list[int]:
         if mode is None:
@@ -88,6 +89,18 @@ class Trial:
         self._by_mode: dict[tuple[str, int], int] = {}  # (mode, mode step) -> global step
         self._npz: dict[tuple[int, str], dict] = {}
         self._collections: dict[str, list[re.Pattern]] | None = None
+        self.worker: str | None = None  # set on a view of one worker's tensors (for_worker)
+
+    def for_worker(self, worker: str) -> Trial:
+        """A view of this trial that sees one worker's tensors only: what a rule judging each rank on its
+        own is given. It shares what has been read, and refreshing either refreshes both."""
+        view = copy.copy(self)
+        view.worker = worker
+        return view
+
+    def _records(self):
+        """(GLOBAL step, worker) -> index document pairs, of this view's worker only when it has one."""
+        return ((key, doc) for key, doc in self._index.items() if self.worker in (None, key[1]))
 
     def refresh(self) -> None:
         """Read index files not read yet."""
@@ -107,9 +120,9 @@ class Trial:
         """The steps already read, without listing storage again (for callers that refresh themselves):
         GLOBAL steps, or that mode's mode steps."""
         if mode is None:
-            return sorted({s for s, _w in self._index})
+            return sorted({s for (s, _w), _doc in self._records()})
         mode = modes.parse(mode)
-        return sorted({ms for m, ms in self._by_mode if m == mode})
+        return sorted({doc["mode_step"] for _key, doc in self._records() if doc["mode"] == mode})
 
     def steps(self, mode=None) -> list[int]:
         self.refresh()
@@ -139,11 +152,11 @@ class Trial:
     def records(self) -> list[tuple[int, str, dict]]:
         """Every saved (GLOBAL step, worker, index document) in step order, as storage.py describes it."""
         self.refresh()
-        return [(s, w, doc) for (s, w), doc in sorted(self._index.items())]
+        return [(s, w, doc) for (s, w), doc in sorted(self._records())]
 
     def workers(self) -> list[str]:
         self.refresh()
-        return sorted({w for _s, w in self._index})
+        return sorted({w for (_s, w), _doc in self._records()})
 
     def ended(self) -> bool:
         return self.fs.exists(join(self.root, storage.END_FILE))
@@ -170,10 +183,10 @@ class Trial:
         if step is None:
             self.refresh()
             mode = mode and modes.parse(mode)
-            docs = [d for d in self._index.values() if mode is None or d["mode"] == mode]
+            docs = [d for _key, d in self._records() if mode is None or d["mode"] == mode]
         else:
             step = self._global(step, mode)
-            docs = [d for (s, _w), d in self._index.items() if s == step]
+            docs = [d for (s, _w), d in self._records() if s == step]
         return self._names(docs, collection, regex)
 
     @staticmethod

@@ -101,3 +101,28 @@ def test_every_registered_rule_validates_its_parameters_at_spec_time():
     with pytest.raises(ValidationError, match="stop_training_on_fire"):
         RuleConfig(kind="debugger", name="s", rule="StalledTrainingRule",
                    parameters={"stop_training_on_fire": "maybe"})
+
+
+def test_with_every_worker_saving_each_worker_is_judged_on_its_own(tmp_path):
+    """include_workers=all: worker_1's losses stall while worker_0's fall; the rule fires naming worker_1,
+    and worker_0's falling loss does not hide it (a whole-trial rule would look at worker_0 only)."""
+    from shipyard.debugger.storage import Writer
+    from shipyard.spec.debugger import DebuggerHookConfig
+
+    spec = SimpleNamespace(job_name="job", output_path=str(tmp_path / "out"), rules=[
+        RuleConfig(kind="debugger", name="loss", rule="LossNotDecreasing", parameters={"num_steps": "2"})],
+        debugger_hook_config=DebuggerHookConfig(hook_parameters={"include_workers": "all"}))
+    store = Store()
+    watcher = DebuggerRulesWatcher(spec, store)
+    root = tmp_path / "out" / "job" / "debug-output"
+    writers = {w: Writer(root, w) for w in ("worker_0", "worker_1")}
+    for step in range(6):
+        for worker, loss in (("worker_0", 1.0 / (step + 1)), ("worker_1", 1.0)):
+            value = np.asarray(loss)
+            writers[worker].write_step(step, "train", step, {"MSELoss_output_0": value}, {
+                "MSELoss_output_0": {"shape": [], "raw": True, "reductions": {}, "collections": ["losses"]}})
+        assert watcher.poll() is None
+    status, details = store.statuses["loss"]
+    assert status == "IssuesFound", details
+    assert "at step 2 resulted in the condition being met: worker_1: tensor MSELoss_output_0" in details
+    assert sorted(watcher.runners[0].instances) == ["worker_0", "worker_1"]

@@ -4,7 +4,11 @@ smdebug's rule invoker does; a condition met sets IssuesFound with SageMaker's m
 rule's actions (and the rule's own `actions`), and evaluation goes on. A rule about time rather than
 tensors (StalledTrainingRule) also has `invoke_without_step()`, asked at each poll. When the instances
 end, the rest is evaluated and rules that never fired become NoIssuesFound. A rule that raises is Error
-and is evaluated no further."""
+and is evaluated no further.
+
+With include_workers=all, every rank saves its own tensors: each rule then judges each worker on its own
+(an instance per worker, over a view of that worker's tensors, keeping its own history), and a finding
+names the worker. Otherwise worker_0 is the only one and the rule sees the whole trial."""
 
 from __future__ import annotations
 
@@ -25,18 +29,39 @@ def _custom_class(config):
     return getattr(module, config.custom_class)
 
 
+class RuleInstance:
+    """One rule object and the last step it evaluated."""
+
+    def __init__(self, rule) -> None:
+        self.rule, self.done_step = rule, -1
+
+
 class RuleRunner:
-    def __init__(self, config, trial) -> None:
+    """A configured rule: its instance over the whole trial, or with `per_worker` one per worker (made as
+    workers appear; worker_0's at once, so a rule that cannot start says so at once)."""
+
+    def __init__(self, config, trial, per_worker: bool) -> None:
         self.config = config
         if config.rule == "custom":
-            self.rule = _custom_class(config)(trial, **config.parameters)
+            cls, parameters = _custom_class(config), dict(config.parameters)
         else:
             module = rule_module(KIND, config.rule)
-            self.rule = module.RULE(trial, **parse_parameters(config.rule, module.PARAMETERS, config.parameters))
+            cls, parameters = module.RULE, parse_parameters(config.rule, module.PARAMETERS, config.parameters)
+        self.make = lambda view: RuleInstance(cls(view, **parameters))
+        self.trial, self.per_worker = trial, per_worker
+        first = "worker_0" if per_worker else None
+        self.instances = {first: self.make(trial.for_worker(first) if first else trial)}
         self.label = config.rule if config.rule != "custom" else config.custom_class
-        self.done_step = -1
         self.fired = False
         self.failed = False
+
+    def current(self) -> dict:
+        """worker (None: the whole trial) -> its instance, with one for every worker seen so far."""
+        if self.per_worker:
+            for worker in self.trial.workers():
+                if worker not in self.instances:
+                    self.instances[worker] = self.make(self.trial.for_worker(worker))
+        return self.instances
 
 
 class DebuggerRulesWatcher:
@@ -48,57 +73,68 @@ class DebuggerRulesWatcher:
         self.job, self.store = spec.job_name, store
         hook = spec.debugger_hook_config
         self.trial = Trial(debug_output_uri(spec.output_path, spec.job_name, hook.s3_output_path if hook else None))
+        per_worker = bool(hook) and hook.hook_parameters.get("include_workers") == "all"
         self.runners = []
         for config in spec.rules:
             if config.kind != KIND:
                 continue
             store.set_rule_status(self.job, KIND, config.name, "InProgress", "")
             try:
-                self.runners.append(RuleRunner(config, self.trial))
+                self.runners.append(RuleRunner(config, self.trial, per_worker))
             except Exception as exc:
                 store.set_rule_status(self.job, KIND, config.name, "Error", f"rule could not start: {exc}"[:1024])
 
     def _evaluate(self, final: bool):
         self.trial.refresh()
-        steps = self.trial.loaded_steps()
-        if not final and steps:
-            steps = steps[:-1] if len(self.trial.workers()) > 1 else steps  # the newest may lack some workers
         stop = None
         for runner in self.runners:
-            for step in (s for s in steps if s > runner.done_step):
-                if runner.failed:
-                    break
-                met = self._invoke(runner, runner.rule.invoke_at_step, step)
-                if not runner.failed:
-                    runner.done_step = step
-                    stop = stop or (self._fire(runner, step) if met else None)
-            # A rule about time rather than tensors (StalledTrainingRule) is asked between steps too.
-            between = getattr(runner.rule, "invoke_without_step", None)
-            if between and not final and not runner.failed and self._invoke(runner, between):
-                stop = stop or self._fire(runner, runner.done_step)
+            try:
+                instances = runner.current()
+            except Exception:  # a rule that cannot start for a worker that appeared later
+                self._error(runner)
+                continue
+            for worker, instance in instances.items():
+                # An index file names a complete step of its worker, so every step read can be judged.
+                steps = instance.rule.base_trial.loaded_steps()
+                for step in (s for s in steps if s > instance.done_step):
+                    if runner.failed:
+                        break
+                    met = self._invoke(runner, instance.rule.invoke_at_step, step)
+                    if not runner.failed:
+                        instance.done_step = step
+                        stop = stop or (self._fire(runner, instance, step, worker) if met else None)
+                # A rule about time rather than tensors (StalledTrainingRule) is asked between steps too.
+                between = getattr(instance.rule, "invoke_without_step", None)
+                if between and not final and not runner.failed and self._invoke(runner, between):
+                    stop = stop or self._fire(runner, instance, instance.done_step, worker)
         return stop
 
     def _invoke(self, runner, call, *args) -> bool:
         try:
             return bool(call(*args))
         except Exception:
-            runner.failed = True
-            self.store.set_rule_status(self.job, KIND, runner.config.name, "Error",
-                                       traceback.format_exc(limit=3)[-1024:])
+            self._error(runner)
             return False
 
-    def _fire(self, runner, step: int):
-        """The first time a rule's condition is met: IssuesFound, and its actions (the configuration's,
-        then the rule's own)."""
+    def _error(self, runner) -> None:
+        runner.failed = True
+        self.store.set_rule_status(self.job, KIND, runner.config.name, "Error",
+                                   traceback.format_exc(limit=3)[-1024:])
+
+    def _fire(self, runner, instance, step: int, worker: str | None):
+        """The first time a rule's condition is met (on any worker): IssuesFound, and its actions (the
+        configuration's, then the rule's own)."""
         if runner.fired:
             return None
         runner.fired = True
         where = f" at step {step}" if step >= 0 else ""  # a stall before any step was saved
         message = f"Evaluation of the rule {runner.label}{where} resulted in the condition being met"
-        finding = getattr(runner.rule, "finding", "")
+        finding = getattr(instance.rule, "finding", "")
+        if worker is not None:
+            finding = f"{worker}: {finding}" if finding else worker
         self.store.set_rule_status(self.job, KIND, runner.config.name, "IssuesFound",
                                    f"{message}: {finding}"[:1024] if finding else message)
-        return run_actions(tuple(runner.config.actions) + tuple(getattr(runner.rule, "actions", ())),
+        return run_actions(tuple(runner.config.actions) + tuple(getattr(instance.rule, "actions", ())),
                            {"job": self.job, "rule": runner.config.name, "step": step,
                             "message": message, "finding": finding},
                            lambda text: self.store.add_event(self.job, "warning", text))

@@ -49,7 +49,7 @@ class DetailedProfiler:
             self.mark.__exit__(None, None, None)
             self.mark = None
 
-    def stop(self, step: int, now: float) -> str:
+    def stop(self, step: int, now: float, phase: str = "stepend") -> str:
         """Stop and write the trace; its path."""
         self._unmark()
         self.profile.stop()

@@ -5,6 +5,8 @@ start to the end of its optimizer step), as SageMaker stores them:
         <endmode>-<endstep>-stepend-<end_us>/python_stats            (cProfile: a pstats dump)
                                              python_stats.html, .json (pyinstrument)
 
+(`end` in place of `stepend` when the script ended before the step did.)
+
 cProfile measures total_time (the wall clock), cpu_time (the process's CPU time) or off_cpu_time (wall
 minus CPU: waiting); "default" cycles the three over the profiled steps, as SageMaker's default config
 does. pyinstrument samples the stack every millisecond of wall-clock time. Only the main thread is
@@ -49,11 +51,11 @@ class PythonProfiler:
             self.profiler.enable()
         self.step, self.started = step, now
 
-    def stop(self, step: int, now: float) -> str:
-        """Stop and write this step's stats; their folder."""
+    def stop(self, step: int, now: float, phase: str = "stepend") -> str:
+        """Stop and write this step's stats (phase "end": the script ended during the step); their folder."""
         name = self.config.python_profiler
         folder = (f"TRAIN-{self.step}-stepstart-{int(self.started * 1e6)}_"
-                  f"TRAIN-{step}-stepend-{int(now * 1e6)}")
+                  f"TRAIN-{step}-{phase}-{int(now * 1e6)}")
         parent = os.path.join(self.root, PYTHON_DIR, name, self.node)
         tmp = os.path.join(parent, f".{folder}.tmp")
         os.makedirs(tmp, exist_ok=True)

@@ -57,7 +57,7 @@ class PythonProfiler:
         folder = (f"TRAIN-{self.step}-stepstart-{int(self.started * 1e6)}_"
                   f"TRAIN-{step}-{phase}-{int(now * 1e6)}")
         parent = os.path.join(self.root, PYTHON_DIR, name, self.node)
-        tmp = os.path.join(parent, f".{folder}.tmp")
+        tmp = os.path.join(parent, f".{folder}.{os.getpid()}.tmp")  # ranks of a node share the parent
         os.makedirs(tmp, exist_ok=True)
         if name == "pyinstrument":
             from pyinstrument.renderers import JSONRenderer

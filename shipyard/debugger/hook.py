@@ -27,6 +27,7 @@ import os
 import sys
 import weakref
 
+from shipyard.contract.rank import process_rank
 from shipyard.debugger import collections as coll
 from shipyard.debugger import modes
 from shipyard.debugger.save_config import SaveConfig
@@ -34,16 +35,6 @@ from shipyard.debugger.storage import Writer, histogram
 
 CONFIG_ENV = "SMDEBUG_CONFIG_FILE_PATH"
 _installed = None
-
-
-RANK_VARIABLES = {"RANK": "WORLD_SIZE", "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE"}
-
-
-def worker_rank() -> tuple[int, int]:
-    for rank, size in RANK_VARIABLES.items():
-        if rank in os.environ:
-            return int(os.environ[rank]), int(os.environ.get(size, "1"))
-    return 0, 1
 
 
 def _reduce(tensor, name: str):
@@ -80,7 +71,7 @@ class Hook:
     def __init__(self, out_dir: str, hook_parameters: dict[str, str] | None = None,
                  collection_configs: dict[str, dict[str, str]] | None = None) -> None:
         params = dict(hook_parameters or {})
-        self.rank, self.world = worker_rank()
+        self.rank, self.world = process_rank() or (0, 1)
         self.worker = f"worker_{self.rank}"
         save = SaveConfig.from_parameters(params)
         reductions = coll.parse_reductions(params.get("reductions", ""))
@@ -300,11 +291,11 @@ def install() -> Hook | None:
     if _installed is None:
         # torchrun's own process (python -m torch.distributed.run) runs this sitecustomize too; it has the
         # launch plan's MASTER_ADDR but, unlike the workers it starts, no rank: it is not worker_0.
-        if "MASTER_ADDR" in os.environ and not any(v in os.environ for v in RANK_VARIABLES):
+        if "MASTER_ADDR" in os.environ and process_rank() is None:
             return None
         with open(os.environ[CONFIG_ENV]) as f:
             params = json.load(f).get("HookParameters") or {}
-        if params.get("include_workers", "one") != "all" and worker_rank()[0] != 0:
+        if params.get("include_workers", "one") != "all" and (process_rank() or (0, 1))[0] != 0:
             return None
         _installed = Hook.create_from_json_file()
         _installed.install_global()

@@ -155,12 +155,13 @@ def parse_trace(text: str, node: str = "") -> tuple[list[StepEvent], list[Framew
 
 
 def with_dataloader_wait(steps: list[StepEvent], events: list[FrameworkEvent]) -> list[StepEvent]:
-    """Steps with the time their rank waited for DataLoader batches (DataLoaderIter events of that step)."""
-    waits: dict[tuple[str, int, int], float] = defaultdict(float)
+    """Steps with the time their rank waited for DataLoader batches (DataLoaderIter events of that step:
+    of that mode too, since EVAL steps are numbered on their own)."""
+    waits: dict[tuple[str, int, str, int], float] = defaultdict(float)
     for event in events:
         if event.name == DATALOADER_ITER and event.step is not None:
-            waits[event.node, event.pid, event.step] += event.duration
-    return [replace(s, dataloader=waits[s.node, s.pid, s.step]) if (s.node, s.pid, s.step) in waits else s
+            waits[event.node, event.pid, event.args.get("mode", "TRAIN"), event.step] += event.duration
+    return [replace(s, dataloader=waits[key]) if (key := (s.node, s.pid, s.mode, s.step)) in waits else s
             for s in steps]
 
 

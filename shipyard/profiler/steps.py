@@ -97,13 +97,14 @@ class StepRecorder:
     def __init__(self, root: str, framework: dict) -> None:
         from shipyard.profiler.dataloader import DataLoaderProfiler
         from shipyard.profiler.detailed import DetailedProfiler
+        from shipyard.contract.rank import process_rank
         from shipyard.profiler.phases import Phases
         from shipyard.profiler.python_profiler import PythonProfiler
         from shipyard.spec.profiler import FrameworkProfile
 
         self.root, self.profile = root, FrameworkProfile(**framework)
         self.node = os.environ.get("SM_CURRENT_HOST", "algo-1")
-        self.rank = int(os.environ.get("RANK", "0"))
+        self.rank = (process_rank() or (0, 1))[0]
         self.timeline = TraceWriter(root, f"{self.node}-rank{self.rank}", self.profile, self.node, self.rank)
         self.step_num = 0  # TRAIN steps ended
         self.started = 0  # the TRAIN step that has started (step_num + 1 once it has)

@@ -69,10 +69,6 @@ def test_a_dataloader_starved_loop_is_found(home, tmp_path):
            f"dataloader processes for {os.cpu_count()} cores" in status["StatusDetails"]
 
 
-# The workers' DataLoaderWorker events (contract 3) come from the framework side (shipyard/profiler/steps.py),
-# being written beside this; until they are, only the main process is seen loading. Strict: remove this mark
-# when they land.
-@pytest.mark.xfail(strict=True, reason="needs DataLoaderWorker events from the DataLoader's worker processes")
 def test_a_worker_per_core_is_not(home, tmp_path):
     cores = os.cpu_count()
     status = _status(tmp_path, num_workers=cores, batches=30 * cores)  # each worker ~5 s of loading

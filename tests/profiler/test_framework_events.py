@@ -97,6 +97,10 @@ def test_phases_nest_in_each_step_and_add_up(recorder, tmp_path):
     assert [e.step for e in eval_forwards] == [1, 2]
     loads = [e for e in data.events if e.name == "DataLoaderIter"]
     assert [(e.args["mode"], e.step) for e in loads] == [("TRAIN", n) for n in range(1, 7)] + [("EVAL", 1), ("EVAL", 2)]
+    # each step's wait is its own mode's: EVAL step 2's batch is not added to TRAIN step 2
+    for step in data.steps:
+        mine = [e.duration for e in loads if e.step == step.step and e.args["mode"] == step.mode]
+        assert step.dataloader == pytest.approx(sum(mine)), step
     [init, eval_init] = [e for e in data.events if e.name == "DataLoaderIterInitialize"]
     assert (init.args["num_workers"], init.args["pin_memory"], init.step) == (0, False, 1)
     assert all(e["args"]["os_pid"] == os.getpid() and e["args"]["node"] == "algo-1" and e["pid"] == 0

@@ -31,7 +31,8 @@ def agent_settings(spec) -> dict | None:
     }
 
 
-def start(settings: dict, base: str, config_dir: Path):
+def start(settings: dict, base: str, config_dir: Path, _node: str):
+    """Returns the sync, whose finish(timeout) the agent calls when the script has ended."""
     from shipyard.runtime.checkpoints import CheckpointSync
 
     local = _local(settings["LocalPath"], base)
@@ -42,7 +43,7 @@ def start(settings: dict, base: str, config_dir: Path):
     return sync
 
 
-def script_environment(base: str) -> dict[str, str]:
+def script_environment(_settings: dict, base: str) -> dict[str, str]:
     from shipyard.contract.layout import Layout
 
     return {"SMDEBUG_CONFIG_FILE_PATH": str(Layout(Path(base)).input_config_dir / CONFIG_FILE)}

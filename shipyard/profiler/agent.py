@@ -11,8 +11,6 @@ from pathlib import Path
 from shipyard.profiler.monitor import SystemMonitor
 from shipyard.runtime.checkpoints import CheckpointSync
 
-# The final upload's limit when the job ends.
-FLUSH_SECONDS = 60.0
 SYNC_INTERVAL_SECONDS = 1.0
 
 
@@ -26,11 +24,9 @@ class ProfilerRun:
     monitor: SystemMonitor
     sync: CheckpointSync
 
-    def stop(self) -> bool:
+    def finish(self, timeout: float) -> bool:
         self.monitor.stop()
-        done = self.sync.flush(timeout=FLUSH_SECONDS)
-        self.sync.stop()
-        return done
+        return self.sync.finish(timeout)
 
 
 def start(settings: dict, base: str, input_config_dir: Path, node: str) -> ProfilerRun:
@@ -45,9 +41,9 @@ def start(settings: dict, base: str, input_config_dir: Path, node: str) -> Profi
     return ProfilerRun(monitor, sync)
 
 
-def script_environment(settings: dict | None, base: str) -> dict[str, str]:
+def script_environment(settings: dict, base: str) -> dict[str, str]:
     """What the training processes need to record step times (nothing when framework metrics are off)."""
-    if not settings or settings.get("framework") is None:
+    if settings.get("framework") is None:
         return {}
     return {"SHIPYARD_PROFILER_DIR": str(local_dir(base)),
             "SHIPYARD_PROFILER_FRAMEWORK": json.dumps(settings["framework"])}

@@ -13,6 +13,7 @@ so nothing printed is lost whichever process crashes, this agent included."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import signal
 import subprocess
@@ -42,6 +43,11 @@ _INHERITED_DIST_VARS = (
 RESUME_CHECK_STEPS = 3
 # The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
 FLUSH_SECONDS = 300.0
+# Services an instance runs beside the script when the job asks for them (the AgentConfig field that holds
+# their settings -> their module): each module's start(settings, base, input_config_dir, host) returns what
+# finish(timeout) ends once the script has (True: every file it wrote reached the job's URI), and its
+# script_environment(settings, base) is what the training processes need.
+SERVICES = {"profiler": "shipyard.profiler.agent", "debugger": "shipyard.debugger.agent"}
 # How often the sidecars are looked at while the entry point runs.
 SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
@@ -153,8 +159,7 @@ class Agent:
         return sync
 
     def _final_sync(self, sync, what: str) -> bool:
-        done = sync.flush(timeout=FLUSH_SECONDS)
-        sync.stop()
+        done = sync.finish(FLUSH_SECONDS)
         self.say(f"{what}: final sync " + ("complete" if done else "INCOMPLETE"))
         return done
 
@@ -162,30 +167,19 @@ class Agent:
         if sync is not None:
             self.events.emit("checkpoint_flushed", complete=self._final_sync(sync, "checkpoints"))
 
-    def start_profiler(self):
-        """System monitoring and the profiler-output sync, only for a job that asks for profiling."""
-        if not self.config.profiler:
-            return None
-        from shipyard.profiler import agent as profiler_agent
+    def start_services(self) -> list:
+        """The services the job asks for (SERVICES), started before the script: [(name, running)]."""
+        started = []
+        for name, module in SERVICES.items():
+            settings = getattr(self.config, name)
+            if settings:
+                started.append((name, importlib.import_module(module).start(
+                    settings, self.config.base, self.layout.input_config_dir, self.config.host)))
+        return started
 
-        return profiler_agent.start(self.config.profiler, self.config.base, self.layout.input_config_dir,
-                                    self.config.host)
-
-    def finish_profiler(self, profiler) -> None:
-        if profiler is not None:
-            self.say("profiler: final sync " + ("complete" if profiler.stop() else "INCOMPLETE"))
-
-    def start_debugger(self):
-        """The hook config file and the debug-output sync, only for a job that asks for debugging."""
-        if not self.config.debugger:
-            return None
-        from shipyard.debugger import agent as debugger_agent
-
-        return debugger_agent.start(self.config.debugger, self.config.base, self.layout.input_config_dir)
-
-    def finish_debugger(self, sync) -> None:
-        if sync is not None:
-            self._final_sync(sync, "debugger")
+    def finish_services(self, started: list) -> None:
+        for name, running in started:
+            self._final_sync(running, name)
 
     def install(self, python: str) -> None:
         code_dir = self.layout.code_dir
@@ -225,7 +219,7 @@ class Agent:
         self.layout.create(c.name for c in self.config.channels)
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
-        sync = profiler = debugger = None
+        sync, services = None, []
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
@@ -233,8 +227,7 @@ class Agent:
             self.fetch_code(env)
             self.download_channels()
             sync = self.start_checkpoints()
-            profiler = self.start_profiler()
-            debugger = self.start_debugger()
+            services = self.start_services()
             self.install(sys.executable)
             launcher = launchers.select(env)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
@@ -243,8 +236,7 @@ class Agent:
                 argv, code = self._rejoin(env, launcher, sync, code)
         except StopRequested:
             self.finish_checkpoints(sync)
-            self.finish_profiler(profiler)
-            self.finish_debugger(debugger)
+            self.finish_services(services)
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
@@ -261,8 +253,7 @@ class Agent:
             elif not self.stopping and not self.pausing:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
-        self.finish_profiler(profiler)
-        self.finish_debugger(debugger)
+        self.finish_services(services)
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 
@@ -411,14 +402,9 @@ def script_environment(
     child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi_rendezvous)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
-    if config.debugger:
-        from shipyard.debugger.agent import script_environment as debugger_environment
-
-        child.update(debugger_environment(config.base))
-    if config.profiler:
-        from shipyard.profiler.agent import script_environment as profiler_environment
-
-        child.update(profiler_environment(config.profiler, config.base))
+    for name, module in SERVICES.items():
+        if getattr(config, name):
+            child.update(importlib.import_module(module).script_environment(getattr(config, name), config.base))
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
     return child
 

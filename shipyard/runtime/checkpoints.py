@@ -153,6 +153,12 @@ class CheckpointSync:
         worker.join(timeout)
         return bool(result and result[0])
 
+    def finish(self, timeout: float) -> bool:
+        """The last sync, then the thread stops: True when every local file is uploaded."""
+        done = self.flush(timeout)
+        self.stop()
+        return done
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self.sync_once()

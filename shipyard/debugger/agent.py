@@ -31,11 +31,12 @@ def agent_settings(spec) -> dict | None:
     }
 
 
-def start(settings: dict, base: str, config_dir: Path, _node: str):
-    """Returns the sync, whose finish(timeout) the agent calls when the script has ended."""
+def start(settings: dict, config, config_dir: Path):
+    """config: the instance's AgentConfig. Returns the sync, whose finish(timeout) the agent calls when the
+    script has ended."""
     from shipyard.runtime.checkpoints import CheckpointSync
 
-    local = _local(settings["LocalPath"], base)
+    local = _local(settings["LocalPath"], config.base)
     local.mkdir(parents=True, exist_ok=True)
     (config_dir / CONFIG_FILE).write_text(json.dumps({**settings, "LocalPath": str(local)}))
     sync = CheckpointSync(local, settings["S3OutputPath"])

@@ -207,11 +207,10 @@ class Hook:
         """A root module not seen before: name it and everything under it."""
         root, prefix = _unwrapped(module)
         for sub_name, sub in module.named_modules():
-            if prefix and sub is module:
-                self.names.setdefault(sub, "")  # the wrapper: its model's calls are saved, not its own
-            else:
-                self.names.setdefault(sub, _strip(sub_name, prefix) or root)
-            self.roles.setdefault(sub, SUB)
+            # Inside this root from now on, even a module called on its own before (a model wrapped in
+            # DDP after a first call): one model, its tensors saved once.
+            self.names[sub] = "" if prefix and sub is module else _strip(sub_name, prefix) or root
+            self.roles[sub] = SUB
         self.roles[module] = MODEL if any(True for _ in module.parameters()) else ROOT
         return self.roles[module]
 

@@ -156,6 +156,10 @@ class Trial:
 
     def workers(self) -> list[str]:
         self.refresh()
+        return self.loaded_workers()
+
+    def loaded_workers(self) -> list[str]:
+        """The workers of the steps already read (for callers that refresh themselves)."""
         return sorted({w for (_s, w), _doc in self._records()})
 
     def ended(self) -> bool:

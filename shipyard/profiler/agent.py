@@ -29,12 +29,13 @@ class ProfilerRun:
         return self.sync.finish(timeout)
 
 
-def start(settings: dict, base: str, input_config_dir: Path, node: str) -> ProfilerRun:
+def start(settings: dict, config, input_config_dir: Path) -> ProfilerRun:
+    """config: the instance's AgentConfig (its base directory, host name and GPUs)."""
     input_config_dir.mkdir(parents=True, exist_ok=True)
     (input_config_dir / "profilerconfig.json").write_text(json.dumps(settings["api"], indent=2))
-    root = local_dir(base)
+    root = local_dir(config.base)
     root.mkdir(parents=True, exist_ok=True)
-    monitor = SystemMonitor(root, node, settings["interval_millis"])
+    monitor = SystemMonitor(root, config.host, settings["interval_millis"], tuple(config.gpu_ids))
     sync = CheckpointSync(root, settings["uri"], interval=SYNC_INTERVAL_SECONDS)
     monitor.start()
     sync.start()

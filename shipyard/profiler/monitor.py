@@ -21,28 +21,34 @@ from shipyard.profiler.data import system_file
 log = logging.getLogger(__name__)
 
 
-def _nvml():
-    """pynvml (nvidia-ml-py) and its handles for this instance's GPUs, or None where NVML cannot start (no
-    driver, no GPU, no binding): then the monitor records no GPU metrics, which is not an error."""
+def _nvml(gpu_ids: tuple[str, ...] | None):
+    """pynvml (nvidia-ml-py) and its handles for this instance's GPUs (the machine's indices in gpu_ids;
+    None: every GPU), or None where NVML cannot start (no driver, no GPU, no binding): then the monitor
+    records no GPU metrics, which is not an error."""
+    if gpu_ids == ():
+        return None  # an instance given no GPU: nothing to ask NVML
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        indices = range(pynvml.nvmlDeviceGetCount()) if gpu_ids is None else [int(i) for i in gpu_ids]
+        return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
     except Exception as exc:
         log.debug("no GPU metrics: NVML did not initialise (%s)", exc)
         return None
 
 
 class SystemMonitor:
-    def __init__(self, root: Path, node: str, interval_millis: int) -> None:
+    def __init__(self, root: Path, node: str, interval_millis: int, gpu_ids: tuple[str, ...] | None = None) -> None:
+        """gpu_ids: the machine's GPUs given to this instance (its CUDA_VISIBLE_DEVICES), named gpu0, gpu1, ...
+        as the instance sees them; None: every GPU of the machine."""
         self.root, self.node, self.interval = Path(root), node, interval_millis / 1000.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lines: list[str] = []
         self._path: str | None = None
         self._last: tuple | None = None
-        self._gpus = _nvml()
+        self._gpus = _nvml(gpu_ids)
 
     def _record(self, type_: str, name: str, dimension: str, value: float, ts: float) -> None:
         self._lines.append(json.dumps({"Type": type_, "Name": name, "Dimension": dimension,

@@ -1,7 +1,9 @@
 """The phases of a PyTorch step, as SageMaker names them, from PyTorch's global module hooks and the
 heartbeat's optimizer hooks, without changes to the script:
 
-- "Forward": a call of a root module (the outermost module call: its submodules' calls are inside it);
+- "Forward": a call of a root module with parameters, a model (the outermost module call: its
+  submodules' calls are inside it); a loss module called on its own is no model: its call is part of
+  the backward phase and never starts a step;
 - "Backward(post-forward)": from the end of the step's last forward to the start of optimizer.step(). An
   approximation: it holds the loss, zero_grad and backward (with gradient accumulation, only the last
   micro-batch's backward);
@@ -32,8 +34,10 @@ class Phases:
         self.forward_start = 0.0
         self.forward_end = 0.0  # end of the current TRAIN step's last forward; 0: none yet
         self.optimizer_start = 0.0
-        self.root = None  # weakref to the latest root module
+        self.root = None  # weakref to the latest model
+        self.in_model = False  # the root call in progress is a model's
         self.trained = weakref.WeakSet()  # models called in training mode
+        self.models = weakref.WeakKeyDictionary()  # root module -> whether it has parameters
 
     # -- the module hooks, on while wanted ---------------------------------------------------------
     def attach(self) -> None:
@@ -52,7 +56,7 @@ class Phases:
         if on:
             from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-            self.depth = 0  # changed between steps only, outside any forward
+            self.depth = 0  # turned on between module calls (off may come from inside _pre)
             self.handles = (register_module_forward_pre_hook(self._pre),
                             register_module_forward_hook(self._post, always_call=True))
         else:
@@ -64,6 +68,11 @@ class Phases:
         self.depth += 1
         if self.depth > 1:
             return
+        self.in_model = self.models.get(module)
+        if self.in_model is None:
+            self.in_model = self.models[module] = next(module.parameters(), None) is not None
+        if not self.in_model:
+            return
         self.root = weakref.ref(module)
         if module.training:
             self.trained.add(module)
@@ -73,7 +82,7 @@ class Phases:
 
     def _post(self, module, _args, _output) -> None:
         self.depth -= 1
-        if self.depth > 0:
+        if self.depth > 0 or not self.in_model:
             return
         now = time.time()
         if self.is_eval(module):

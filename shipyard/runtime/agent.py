@@ -44,7 +44,7 @@ RESUME_CHECK_STEPS = 3
 # The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
 FLUSH_SECONDS = 300.0
 # Services an instance runs beside the script when the job asks for them (the AgentConfig field that holds
-# their settings -> their module): each module's start(settings, base, input_config_dir, host) returns what
+# their settings -> their module): each module's start(settings, agent_config, input_config_dir) returns what
 # finish(timeout) ends once the script has (True: every file it wrote reached the job's URI), and its
 # script_environment(settings, base) is what the training processes need.
 SERVICES = {"profiler": "shipyard.profiler.agent", "debugger": "shipyard.debugger.agent"}
@@ -167,15 +167,14 @@ class Agent:
         if sync is not None:
             self.events.emit("checkpoint_flushed", complete=self._final_sync(sync, "checkpoints"))
 
-    def start_services(self) -> list:
-        """The services the job asks for (SERVICES), started before the script: [(name, running)]."""
-        started = []
+    def start_services(self, started: list) -> None:
+        """Start the services the job asks for (SERVICES) before the script, each added to `started` as
+        (name, running) at once, so those started before one that fails are still finished."""
         for name, module in SERVICES.items():
             settings = getattr(self.config, name)
             if settings:
                 started.append((name, importlib.import_module(module).start(
-                    settings, self.config.base, self.layout.input_config_dir, self.config.host)))
-        return started
+                    settings, self.config, self.layout.input_config_dir)))
 
     def finish_services(self, started: list) -> None:
         for name, running in started:
@@ -227,7 +226,7 @@ class Agent:
             self.fetch_code(env)
             self.download_channels()
             sync = self.start_checkpoints()
-            services = self.start_services()
+            self.start_services(services)
             self.install(sys.executable)
             launcher = launchers.select(env)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()

@@ -96,3 +96,31 @@ def test_a_model_only_ever_in_eval_mode_does_not_drive_the_mode(loop, tmp_path):
     t = trial(str(tmp_path / "tensors"))
     assert [t.mode_of(s) for s in t.steps()] == [("train", 0), ("train", 1), ("train", 2)]
     assert "Linear_output_0" in t.tensor_names(step=2)
+
+
+def test_a_model_wrapped_after_its_first_call_is_one_model_named_as_unwrapped(loop, tmp_path):
+    """A script that calls its model once, then wraps it (as with DDP): the tensors keep the model's names
+    and are saved once per step, and each eval forward is one EVAL step, not two."""
+    from torch import nn
+
+    from shipyard.debugger import trial
+
+    class DistributedDataParallel(nn.Module):  # the wrapper's shape: the model as `.module`
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, x):
+            return self.module(x)
+
+    lp = loop({"save_interval": "1"}, {"weights": {}, "gradients": {}})
+    lp.train(1)
+    lp.model = DistributedDataParallel(lp.model)
+    lp.hook.register_module(lp.model)
+    lp.train(1)
+    lp.evaluate(2)
+    lp.close()
+    t = trial(str(tmp_path / "tensors"))
+    assert t.steps() == [0, 1, 2, 3] and t.steps(mode="eval") == [0, 1]
+    assert t.tensor_names(step=1, collection="weights") == ["Net_fc1.weight", "Net_fc2.weight"]
+    assert "gradient/Net_fc1.weight" in t.tensor_names(step=1) and "gradient/Net_fc1.weight_1" not in t.tensor_names()

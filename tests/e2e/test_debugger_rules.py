@@ -65,8 +65,9 @@ def test_loss_not_decreasing_stops_the_job_soon_after_it_fires(home, tmp_path):
     stopping = [t for t in job.transitions if t.status == "Stopping"]
     assert stopping and "Stopped by rule LossNotDecreasing" in stopping[0].message, job.transitions
     last = max(_logged_losses(job))
-    # watched every 2 s, synced every second, 0.2 s a step: stopped within seconds, long before the last step
-    assert 30 <= last <= 30 + 75 < steps - 1, last
+    # watched every 2 s, synced every second, 0.2 s a step: stopped within seconds (here about 11 steps
+    # later; up to 30 s allowed for a loaded machine), long before the last step
+    assert 30 <= last <= 30 + 150 < steps - 1, last
 
 
 def test_dead_relu_on_a_dead_net_and_a_custom_rule_on_a_healthy_one(home, tmp_path):

@@ -4,7 +4,9 @@ ProfilerRuleEvaluationStatuses; the same loop with a worker per core is not."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import textwrap
 
 import pytest
@@ -44,6 +46,12 @@ SCRIPT = """
 """
 
 
+# The step timeline and the dataloader's events, without the default torch.profiler and cProfile steps:
+# starting them stalls the loop for seconds, which would blur the per-second process counts measured here.
+TIMELINE_ONLY = FrameworkProfile(detailed_profiling_config={"start_step": 10**9},
+                                 python_profiling_config={"start_step": 10**9})
+
+
 def _status(tmp_path, num_workers: int, batches: int) -> dict:
     source = tmp_path / "src"
     source.mkdir()
@@ -52,7 +60,7 @@ def _status(tmp_path, num_workers: int, batches: int) -> dict:
                   py_version="py3", output_path=str(tmp_path / "out"),
                   hyperparameters={"num_workers": num_workers, "batches": batches},
                   profiler_config=ProfilerConfig(system_monitor_interval_millis=500,
-                                                 framework_profile_params=FrameworkProfile()),
+                                                 framework_profile_params=TIMELINE_ONLY),
                   rules=[ProfilerRule.sagemaker(rule_configs.Dataloader(), rule_parameters={"patience": 2})])
     est.fit(logs=False)
     description = est.latest_training_job.describe()
@@ -73,4 +81,6 @@ def test_a_worker_per_core_is_not(home, tmp_path):
     cores = os.cpu_count()
     status = _status(tmp_path, num_workers=cores, batches=30 * cores)  # each worker ~5 s of loading
     assert status["RuleEvaluationStatus"] == "NoIssuesFound", status
-    assert f"median {cores + 1} parallel dataloader processes for {cores} cores" in status["StatusDetails"]
+    # the workers and the main process, at most: a second at the start or the end may see fewer busy
+    median = int(re.search(r"median (\d+) parallel dataloader processes for (\d+) cores", status["StatusDetails"])[1])
+    assert math.ceil(0.7 * cores) <= median <= cores + 1, status

@@ -51,6 +51,7 @@ def recorder(tmp_path, monkeypatch):
 def _train(steps: int, eval_batches: int = 0, num_workers: int = 0, teacher: nn.Module | None = None) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    loss_fn = nn.MSELoss()  # a root module too, but no model: no Forward, no step of its own
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     data = DataLoader(TensorDataset(torch.randn(8 * steps, 4)), batch_size=8, num_workers=num_workers)
     for (x,) in data:
@@ -59,14 +60,14 @@ def _train(steps: int, eval_batches: int = 0, num_workers: int = 0, teacher: nn.
             with torch.no_grad():
                 target = teacher(x)
             out = out - target
-        loss = out.pow(2).mean()
+        loss = loss_fn(out, torch.zeros_like(out))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     model.eval()
     with torch.no_grad():
         for i, (x,) in enumerate(DataLoader(TensorDataset(torch.randn(8 * eval_batches, 4)), batch_size=8)):
-            model(x)
+            loss_fn(model(x), torch.zeros(len(x), 1))
 
 
 def _raw_events(root) -> list[dict]:
@@ -95,6 +96,8 @@ def test_phases_nest_in_each_step_and_add_up(recorder, tmp_path):
     assert evals == [1, 2]
     eval_forwards = [e for e in data.events if e.name == "Forward" and e.args.get("mode") == "EVAL"]
     assert [e.step for e in eval_forwards] == [1, 2]
+    train_forwards = [e.step for e in data.events if e.name == "Forward" and e.args.get("mode") == "TRAIN"]
+    assert train_forwards == list(range(1, 7))  # one per step: the loss module's calls are none
     loads = [e for e in data.events if e.name == "DataLoaderIter"]
     assert [(e.args["mode"], e.step) for e in loads] == [("TRAIN", n) for n in range(1, 7)] + [("EVAL", 1), ("EVAL", 2)]
     # each step's wait is its own mode's: EVAL step 2's batch is not added to TRAIN step 2

@@ -174,3 +174,19 @@ def test_monitor_without_nvml_records_no_gpu_and_says_so_once_at_debug(tmp_path,
     assert line.levelno == logging.DEBUG and "no GPU metrics: NVML did not initialise" in line.getMessage()
     records = ProfilerReader(str(tmp_path)).read().system
     assert records and not [r for r in records if r["Type"] == "gpu"]
+
+
+def test_monitor_reports_only_the_instances_own_gpus(tmp_path, monkeypatch):
+    """Two simulated instances on one 2-GPU machine: each reports the GPU it was given, as its gpu0."""
+    FakeNVML().install(monkeypatch)
+    for node, gpu_ids, busy in (("algo-1", ("0",), 97.0), ("algo-2", ("1",), 3.0)):
+        monitor = SystemMonitor(tmp_path / node, node, 100, gpu_ids)
+        monitor.sample()
+        monitor.stop()
+        [path] = list((tmp_path / node / "system" / "incremental").glob(f"*/*.{node}.json"))
+        gpu = [json.loads(line) for line in path.read_text().splitlines() if '"gpu"' in line]
+        assert {(r["Name"], r["Dimension"], r["Value"]) for r in gpu if r["Dimension"] == "GPUUtilization"} == {
+            ("gpu0", "GPUUtilization", busy)}
+    monitor = SystemMonitor(tmp_path / "none", "algo-3", 100, ())  # an instance given no GPU asks NVML nothing
+    assert monitor._gpus is None
+    monitor.stop()

@@ -80,3 +80,16 @@ def test_overtraining_patience_per_mode(steps):
     t = v.trial()
     step, rule = first_firing("Overtraining", t)
     assert t.mode_of(step) == ("eval", 10) and "eval" in rule.finding
+
+
+def test_overfit_keeps_evaluations_apart_when_the_training_between_saved_no_loss(steps):
+    s = steps()
+    for i in range(3):
+        s.add({"MSELoss_output_0": 1.0}, mode="train")
+    for _ in range(2):
+        s.add({"MSELoss_output_0": 1.0}, mode="eval")  # as good as training: no overfitting yet
+    s.next_step, s.mode_steps["train"] = 10, 8  # five training steps saved nothing
+    for _ in range(2):
+        s.add({"MSELoss_output_0": 1.2}, mode="eval")  # this evaluation alone: ratio 0.2
+    step, rule = first_firing("Overfit", s.trial())
+    assert step == 10, rule.finding  # merged with the first evaluation, the mean would stay below 1.1

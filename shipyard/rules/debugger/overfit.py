@@ -1,7 +1,9 @@
 """Overfit: r = (mean validation loss - mean training loss) / mean training loss, at each EVAL step from
 `start_step` (a global step) on; fires when r > `ratio_threshold` at `patience` EVAL steps in a row. The
 validation mean is over the saved EVAL steps of the current evaluation phase so far; the training mean
-over the TRAIN steps saved in the training phase before it (the last one that saved any). The loss is the
+over the TRAIN steps saved in the training phase before it (the last one that saved any). A new phase
+starts when the mode changes, or when steps of another mode came between two saved steps (their global
+steps are further apart than their mode steps), so phases that saved nothing in between do not merge. The loss is the
 `losses` collection, or the tensors matching `tensor_regex`."""
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Overfit(Rule):
         self.train: list[float] = []  # losses of the last training phase that saved any
         self.phase: list[float] = []  # losses of the current phase (training or evaluation)
         self.phase_mode = ""
+        self.last: tuple[int, int] | None = None  # (global step, mode step) of the phase's last saved loss
         self.over = 0  # EVAL steps in a row with r above the threshold
 
     def invoke_at_step(self, step: int) -> bool:
@@ -34,11 +37,13 @@ class Overfit(Rule):
         if step < p["start_step"] or found is None or mode not in ("train", "eval"):
             return False
         names, loss = found
-        if mode != self.phase_mode:
+        contiguous = self.last is not None and step - self.last[0] == mode_step - self.last[1]
+        if mode != self.phase_mode or not contiguous:
             self.phase_mode, self.phase = mode, []
             if mode == "train":
                 self.train = self.phase
         self.phase.append(loss)
+        self.last = (step, mode_step)
         if mode != "eval" or not self.train:
             return False
         train = sum(self.train) / len(self.train)

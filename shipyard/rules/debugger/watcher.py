@@ -58,7 +58,7 @@ class RuleRunner:
     def current(self) -> dict:
         """worker (None: the whole trial) -> its instance, with one for every worker seen so far."""
         if self.per_worker:
-            for worker in self.trial.workers():
+            for worker in self.trial.loaded_workers():  # _evaluate has just refreshed
                 if worker not in self.instances:
                     self.instances[worker] = self.make(self.trial.for_worker(worker))
         return self.instances

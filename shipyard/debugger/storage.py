@@ -18,11 +18,12 @@ exists names a complete step; the sync uploads whole files, so this holds in the
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 END_FILE = "training_job_end.ts"
 HISTOGRAM_BINS = 30
@@ -60,7 +61,8 @@ def parse_index_key(key: str) -> tuple[int, str] | None:
     return (int(step), worker) if step.isdigit() else None
 
 
-def _write_atomic(root: Path, key: str, data: bytes) -> None:
+def _write_atomic(root: Path, key: str, data: bytes | Callable[[BinaryIO], None]) -> None:
+    """Write `data` (bytes, or a function writing to the open file) at root/key, whole or not at all."""
     path = root / key
     path.parent.mkdir(parents=True, exist_ok=True)
     # the temporary file lives outside the synced tree, so a half-written file is never uploaded
@@ -68,7 +70,7 @@ def _write_atomic(root: Path, key: str, data: bytes) -> None:
     scratch.mkdir(exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=scratch)
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        data(f) if callable(data) else f.write(data)
     os.replace(tmp, path)
 
 
@@ -85,10 +87,8 @@ class Writer:
         """raw: name -> numpy array; entries: name -> index entry (shape, collections, reductions)."""
         import numpy as np
 
-        if raw:
-            buffer = io.BytesIO()
-            np.savez(buffer, **raw)
-            _write_atomic(self.root, tensors_key(step, self.worker), buffer.getvalue())
+        if raw:  # straight into the file: a step's tensors can be megabytes, not worth a copy in memory
+            _write_atomic(self.root, tensors_key(step, self.worker), lambda f: np.savez(f, **raw))
         doc = {"step": step, "mode": mode, "mode_step": mode_step, "worker": self.worker, "tensors": entries}
         _write_atomic(self.root, index_key(step, self.worker), json.dumps(doc).encode())
 

@@ -6,7 +6,8 @@ nothing on and with each kind of instrumentation, in turn, in one run:
                   waits (`ProfilerConfig(framework_profile_params=FrameworkProfile())`)
     debugger      the built-in collections weights, biases, gradients and losses at SageMaker's default
                   save_interval of 500 steps
-    save-all      every tensor (`save_all`) saved at every step
+    save-all/10   every tensor (`save_all`) saved every 10 steps (the SageMaker Debugger paper's setting)
+    save-all      every tensor saved at every step
 
     .venv/bin/python benchmarks/instrumentation_overhead.py [--repeat 3] [--steps 400]
 
@@ -68,6 +69,8 @@ def configurations() -> dict[str, dict]:
         "debugger": {"debugger_hook_config": DebuggerHookConfig(
             hook_parameters={"save_interval": "500"},
             collection_configs=tuple(CollectionConfig(name=n) for n in BUILTIN))},
+        "save-all/10": {"debugger_hook_config": DebuggerHookConfig(
+            hook_parameters={"save_all": "true", "save_interval": "10"})},
         "save-all": {"debugger_hook_config": DebuggerHookConfig(
             hook_parameters={"save_all": "true", "save_interval": "1"})},
     }

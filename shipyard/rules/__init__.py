@@ -1,7 +1,8 @@
 """Rules that run beside a job: debugger rules (shipyard/rules/debugger/) and profiler rules
 (shipyard/rules/profiler/). Each kind's package has a RULES registry, rule name -> module path; each rule
 module declares PARAMETERS (name -> Parameter, SageMaker's names, types and defaults) and COLLECTIONS (the
-debugger collections it needs saved). Specs validate against these declarations without running
+debugger collections it needs saved), and may define check(values) raising ValueError for parameters that
+only make sense together (AllZero needs collection_names or tensor_regex). Specs validate against these declarations without running
 anything, so importing a rule module must stay cheap (no torch at module level)."""
 
 from __future__ import annotations

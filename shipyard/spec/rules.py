@@ -93,7 +93,14 @@ class RuleConfig(UserModel):
             known = {}
         if self.rule not in known:
             raise unknown_name_error(f"{self.kind} rule", self.rule, known)
-        parse_parameters(self.rule, rule_module(self.kind, self.rule).PARAMETERS, self.parameters)
+        module = rule_module(self.kind, self.rule)
+        values = parse_parameters(self.rule, module.PARAMETERS, self.parameters)
+        check = getattr(module, "check", None)  # parameters that only make sense together
+        if check is not None:
+            try:
+                check(values)
+            except ValueError as exc:
+                raise ValidationError(f"rule_parameters of rule {self.rule}", self.parameters, str(exc)) from None
         return self
 
 

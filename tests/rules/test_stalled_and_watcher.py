@@ -81,14 +81,28 @@ def test_the_watcher_asks_stalled_training_between_steps_and_stops_the_job(tmp_p
 
 
 def test_a_rule_that_cannot_start_is_error_with_the_reason_and_others_run(tmp_path):
+    source = tmp_path / "broken_rule.py"
+    source.write_text("class Broken:\n    def __init__(self, base_trial, **parameters):\n"
+                      "        raise RuntimeError('no model to compare with')\n")
     watcher, store, s = _watcher(
         tmp_path,
-        RuleConfig(kind="debugger", name="zeros", rule="AllZero"),
+        RuleConfig(kind="debugger", name="broken", rule="custom", custom_source=str(source), custom_class="Broken"),
         RuleConfig(kind="debugger", name="zeros-w", rule="AllZero", parameters={"collection_names": "weights"}))
     s.add({"Net_fc1.weight": np.zeros(4)})
     watcher.finish()
-    assert store.statuses["zeros"][0] == "Error" and "collection_names or tensor_regex" in store.statuses["zeros"][1]
+    assert store.statuses["broken"][0] == "Error" and "no model to compare with" in store.statuses["broken"][1]
     assert store.statuses["zeros-w"][0] == "IssuesFound" and "Net_fc1.weight" in store.statuses["zeros-w"][1]
+
+
+def test_parameters_that_only_make_sense_together_are_checked_when_the_rule_is_made():
+    from shipyard.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="AllZero needs collection_names or tensor_regex"):
+        RuleConfig(kind="debugger", name="zeros", rule="AllZero")
+    with pytest.raises(ValidationError, match="2 token_values but 1 token_thresholds_percent"):
+        RuleConfig(kind="debugger", name="nlp", rule="NLPSequenceRatio", parameters={"token_values": "0,1"})
+    with pytest.raises(ValidationError, match="TensorVariance needs max_threshold or min_threshold"):
+        RuleConfig(kind="debugger", name="var", rule="TensorVariance")
 
 
 def test_every_registered_rule_validates_its_parameters_at_spec_time():

@@ -16,9 +16,13 @@ PARAMETERS = {
 COLLECTIONS: dict[str, dict[str, str]] = {}
 
 
+def check(values: dict) -> None:
+    require_tensor_choice("AllZero", values)
+
+
 class AllZero(Rule):
     def __init__(self, base_trial, **parameters) -> None:
-        require_tensor_choice("AllZero", parameters)
+        check(parameters)
         super().__init__(base_trial, **parameters)
 
     def invoke_at_step(self, step: int) -> bool:

@@ -27,15 +27,20 @@ def _numbers(name: str, texts) -> list[float]:
                          f"{','.join(texts)!r}") from None
 
 
+def check(values: dict) -> list[tuple[float, float]]:
+    """(token value, threshold %) pairs; ValueError when they are not numbers or do not pair up."""
+    tokens = _numbers("token_values", values["token_values"])
+    limits = _numbers("token_thresholds_percent", values["token_thresholds_percent"])
+    if len(tokens) != len(limits):
+        raise ValueError(f"rule NLPSequenceRatio: {len(tokens)} token_values but {len(limits)} "
+                         "token_thresholds_percent; give one threshold per token value")
+    return list(zip(tokens, limits))
+
+
 class NLPSequenceRatio(Rule):
     def __init__(self, base_trial, **parameters) -> None:
         super().__init__(base_trial, **parameters)
-        tokens = _numbers("token_values", parameters["token_values"])
-        limits = _numbers("token_thresholds_percent", parameters["token_thresholds_percent"])
-        if len(tokens) != len(limits):
-            raise ValueError(f"rule NLPSequenceRatio: {len(tokens)} token_values but {len(limits)} "
-                             "token_thresholds_percent; give one threshold per token value")
-        self.pairs = list(zip(tokens, limits))
+        self.pairs = check(parameters)
 
     def invoke_at_step(self, step: int) -> bool:
         p = self.parameters

@@ -18,11 +18,15 @@ PARAMETERS = {
 COLLECTIONS: dict[str, dict[str, str]] = {}
 
 
+def check(values: dict) -> None:
+    if not values.get("other_trials"):
+        raise ValueError("rule SimilarAcrossRuns needs other_trials: the job names, paths or URIs of the "
+                         "trials to compare with, comma-separated")
+
+
 class SimilarAcrossRuns(Rule):
     def __init__(self, base_trial, **parameters) -> None:
-        if not parameters.get("other_trials"):
-            raise ValueError("rule SimilarAcrossRuns needs other_trials: the job names, paths or URIs of the "
-                             "trials to compare with, comma-separated")
+        check(parameters)
         super().__init__(base_trial, **parameters)
         from shipyard.debugger.trial import trial
 

@@ -18,10 +18,14 @@ PARAMETERS = {
 COLLECTIONS: dict[str, dict[str, str]] = {}
 
 
+def check(values: dict) -> None:
+    if values.get("max_threshold") is None and values.get("min_threshold") is None:
+        raise ValueError("rule TensorVariance needs max_threshold or min_threshold (or both)")
+
+
 class TensorVariance(Rule):
     def __init__(self, base_trial, **parameters) -> None:
-        if parameters.get("max_threshold") is None and parameters.get("min_threshold") is None:
-            raise ValueError("rule TensorVariance needs max_threshold or min_threshold (or both)")
+        check(parameters)
         super().__init__(base_trial, **parameters)
 
     def invoke_at_step(self, step: int) -> bool:

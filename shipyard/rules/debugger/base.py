@@ -47,7 +47,7 @@ def tensors_by_regex(trial, step: int, regex: str, default_regex: str, default_c
 
 
 def require_tensor_choice(rule: str, parameters: dict) -> None:
-    """AllZero (and rules like it) need collection_names or tensor_regex: a clear error at rule start."""
+    """AllZero (and rules like it) need collection_names or tensor_regex: checked when the rule is made."""
     if not parameters.get("collection_names") and not parameters.get("tensor_regex"):
         raise ValueError(f"rule {rule} needs collection_names or tensor_regex (or both): give the "
                          "collections or a regex of the tensors to check")

@@ -308,8 +308,9 @@ class RayInstance:
             return
         self.pid = where["pid"]
         self.mirror.note(f"{self.host} started on {self.location}")
-        self._pump = threading.Thread(target=self._pull_until_exit, name=f"shipyard-ray-{self.host}", daemon=True)
-        self._pump.start()
+        pump = threading.Thread(target=self._pull_until_exit, name=f"shipyard-ray-{self.host}", daemon=True)
+        pump.start()
+        self._pump = pump  # published once started: a kill() in between must not join an unstarted thread
 
     def _pull_until_exit(self) -> None:
         ray = _ray()

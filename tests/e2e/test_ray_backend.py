@@ -239,7 +239,9 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     source = _spot_stepper()(tmp_path, total=150)
     est = _estimator(source, use_spot_instances=True, checkpoint_s3_uri="s3://out/ckpt", max_run=300, max_wait=400,
                      interruption_notice_seconds=5, backend="ray")
-    job, log, lost = _remove_algo_2_node_once_logged(est, home, on_ray, "step=30")   # past its first checkpoints
+    # 6 s in: a checkpoint replaced every 0.5 s reaches S3 within about 3 s of the first (two sync scans), so
+    # step 30 raced the upload on a loaded machine and the restart could find nothing of algo-2's
+    job, log, lost = _remove_algo_2_node_once_logged(est, home, on_ray, "step=60")
     time.sleep(3)
     on_ray.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     job.wait(logs=False)

@@ -54,9 +54,12 @@ def steps(tmp_path):
 
 
 def make_rule(rule: str, trial, **given):
-    """The built-in rule as the watcher makes it: parameters given as strings, parsed against PARAMETERS."""
+    """The built-in rule as a job makes it: parameters given as strings, parsed against PARAMETERS and checked
+    together (the module's check, as spec/rules.py does when the rule is configured)."""
     module = rule_module("debugger", rule)
-    return module.RULE(trial, **parse_parameters(rule, module.PARAMETERS, {k: str(v) for k, v in given.items()}))
+    values = parse_parameters(rule, module.PARAMETERS, {k: str(v) for k, v in given.items()})
+    getattr(module, "check", lambda _values: None)(values)
+    return module.RULE(trial, **values)
 
 
 def first_firing(rule_name: str, trial, **given):

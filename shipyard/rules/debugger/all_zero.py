@@ -21,10 +21,6 @@ def check(values: dict) -> None:
 
 
 class AllZero(Rule):
-    def __init__(self, base_trial, **parameters) -> None:
-        check(parameters)
-        super().__init__(base_trial, **parameters)
-
     def invoke_at_step(self, step: int) -> bool:
         p = self.parameters
         for name in tensors_at(self.base_trial, step, p["collection_names"], p["tensor_regex"]):

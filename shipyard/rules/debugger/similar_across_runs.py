@@ -26,7 +26,6 @@ def check(values: dict) -> None:
 
 class SimilarAcrossRuns(Rule):
     def __init__(self, base_trial, **parameters) -> None:
-        check(parameters)
         super().__init__(base_trial, **parameters)
         from shipyard.debugger.trial import trial
 

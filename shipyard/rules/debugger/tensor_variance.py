@@ -24,10 +24,6 @@ def check(values: dict) -> None:
 
 
 class TensorVariance(Rule):
-    def __init__(self, base_trial, **parameters) -> None:
-        check(parameters)
-        super().__init__(base_trial, **parameters)
-
     def invoke_at_step(self, step: int) -> bool:
         p = self.parameters
         high, low = p["max_threshold"], p["min_threshold"]

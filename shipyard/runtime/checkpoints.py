@@ -31,6 +31,10 @@ WORKERS = 8
 # script that checkpoints more often than the sync interval, is uploaded anyway from one whole version,
 # so it is never starved. A file rewritten in place keeps the stability rule: it may be half written.
 STARVED_SCANS = 2
+# Files that changed since the last scan are held open until the next one: ext4 gives a freed inode
+# number to the next new file, so a script replacing a file twice per scan shows the same number at each
+# scan, as if rewritten in place, and would never be uploaded. A held inode's number cannot be reused.
+HELD_FILES = 256
 
 Stat = tuple[int, int, int]  # (size, mtime_ns, inode)
 
@@ -87,6 +91,7 @@ class CheckpointSync:
         self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
         self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
         self._replaced: dict[str, int] = {}  # scans in a row that saw a file replaced
+        self._held: dict[str, int] = {}  # descriptors of the files that changed at the previous scan
         self._failures = 0
         self._lock = threading.Lock()  # one round at a time (thread and flush)
         self._stop = threading.Event()
@@ -144,6 +149,8 @@ class CheckpointSync:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        with self._lock:
+            self._release()
 
     def flush(self, timeout: float) -> bool:
         """One full sync now, unstable files included; True when every local file is uploaded."""
@@ -210,12 +217,30 @@ class CheckpointSync:
                     pass
         return found
 
+    def _replaced_since(self, prev: dict[str, Stat], now: dict[str, Stat]) -> list[str]:
+        """The files replaced since the previous scan, judged by the inode held open since then (HELD_FILES)
+        or else the one that scan saw; then holds the files that changed in this one."""
+        held = {rel: os.fstat(fd).st_ino for rel, fd in self._held.items()}
+        self._release()
+        replaced = [r for r, st in now.items() if held.get(r, prev[r][2] if r in prev else st[2]) != st[2]]
+        for rel in [r for r, st in now.items() if prev.get(r) != st][:HELD_FILES]:
+            try:
+                self._held[rel] = os.open(self.local_dir / rel, os.O_RDONLY)
+            except OSError:
+                pass  # gone already, or unreadable: judged by its inode number then
+        return replaced
+
+    def _release(self) -> None:
+        for fd in self._held.values():
+            os.close(fd)
+        self._held = {}
+
     def _sync(self, final: bool) -> tuple[list[str], int]:
         if not self.local_dir.is_dir():  # unmounted or not made yet: not a reason to delete remotely
             return [], 0
         now, prev = self._scan(), self._prev
         self._prev = now
-        self._replaced = {r: self._replaced.get(r, 0) + 1 for r, st in now.items() if r in prev and prev[r][2] != st[2]}
+        self._replaced = {r: self._replaced.get(r, 0) + 1 for r in self._replaced_since(prev, now)}
         fs, root = filesystem(self.uri)
         root = root.rstrip("/")
         errors: list[str] = []

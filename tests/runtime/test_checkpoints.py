@@ -210,6 +210,26 @@ def test_file_replaced_faster_than_the_interval_is_not_starved(remote, tmp_path)
     assert remote.read("state.json") == b"4" * 1000  # and from then on every round
 
 
+def test_file_replaced_twice_per_scan_is_not_starved(remote, tmp_path):
+    """Replaced twice between scans, on ext4 the file has the same inode number at every scan (the
+    number freed by one replace is given to the next new file); the sync still sees it replaced."""
+    local = tmp_path / "local"
+    sync = CheckpointSync(local, remote.uri)
+
+    def replace(step: int) -> None:
+        write(local / "state.tmp", str(step).encode() * 1000)
+        os.replace(local / "state.tmp", local / "state.json")
+
+    try:
+        for step in range(1, 9, 2):
+            replace(step)
+            replace(step + 1)
+            sync.sync_once()
+        assert remote.read("state.json") == b"8" * 1000
+    finally:
+        sync.stop()
+
+
 def test_marker_uploaded_after_its_files(remote, tmp_path):
     local, seen = tmp_path / "local", []
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from shipyard.debugger.storage import INDEX_DIR
 from shipyard.debugger.trial import debug_output_uri
 
 CONFIG_FILE = "debughookconfig.json"
@@ -39,7 +40,8 @@ def start(settings: dict, config, config_dir: Path):
     local = _local(settings["LocalPath"], config.base)
     local.mkdir(parents=True, exist_ok=True)
     (config_dir / CONFIG_FILE).write_text(json.dumps({**settings, "LocalPath": str(local)}))
-    sync = CheckpointSync(local, settings["S3OutputPath"])
+    # An uploaded index names a complete step (storage.py): it goes up after the tensors it names.
+    sync = CheckpointSync(local, settings["S3OutputPath"], last=lambda rel: rel.startswith(f"{INDEX_DIR}/"))
     sync.start()
     return sync
 

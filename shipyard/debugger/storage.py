@@ -14,7 +14,8 @@ with save_histogram=true: HISTOGRAM_BINS equal-width bins over the finite values
 number than `counts`; numpy.histogram's convention, the last bin closed).
 
 The index file is written last (each file goes to a temporary name, then is renamed), so an index that
-exists names a complete step; the sync uploads whole files, so this holds in the uploaded copy too."""
+exists names a complete step; the sync uploads whole files, and index files after the others, one at a
+time in step order, so this holds in the uploaded copy too."""
 
 from __future__ import annotations
 
@@ -41,8 +42,11 @@ def histogram(values) -> dict | None:
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
+INDEX_DIR = "index"
+
+
 def index_key(step: int, worker: str) -> str:
-    return f"index/{step // 1000:09d}/{step:012d}_{worker}.json"
+    return f"{INDEX_DIR}/{step // 1000:09d}/{step:012d}_{worker}.json"
 
 
 def tensors_key(step: int, worker: str) -> str:
@@ -55,7 +59,7 @@ def collections_key(worker: str) -> str:
 
 def parse_index_key(key: str) -> tuple[int, str] | None:
     name = key.rsplit("/", 1)[-1]
-    if not key.startswith("index/") or not name.endswith(".json"):
+    if not key.startswith(f"{INDEX_DIR}/") or not name.endswith(".json"):
         return None
     step, _, worker = name[: -len(".json")].partition("_")
     return (int(step), worker) if step.isdigit() else None

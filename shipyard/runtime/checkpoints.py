@@ -85,9 +85,13 @@ class CheckpointSync:
         interval: float = 1.0,
         on_event: Callable[[str, dict], None] | None = None,
         max_failures: int = 5,
+        last: Callable[[str], bool] | None = None,
     ) -> None:
+        """`last(rel)`: files that go up after every other file of their round, one at a time in name
+        order, and only when nothing failed before them (an index naming files uploaded before it)."""
         self.local_dir, self.uri = Path(local_dir), uri
         self.interval, self.on_event, self.max_failures = interval, on_event, max(1, max_failures)
+        self.last = last or (lambda _rel: False)
         self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
         self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
         self._replaced: dict[str, int] = {}  # scans in a row that saw a file replaced
@@ -284,7 +288,8 @@ class CheckpointSync:
             return final or prev.get(rel) == st or self._replaced.get(rel, 0) >= STARVED_SCANS
 
         ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
-        files = [r for r in ready if not _marked_dir(r)]
+        files = [r for r in ready if not _marked_dir(r) and not self.last(r)]
+        later = sorted((r for r in ready if self.last(r)), key=_natural)
         gone = [r for r in synced if r not in now]
 
         # A. Before files of a remotely marked directory change, take its remote marker away; then
@@ -299,7 +304,7 @@ class CheckpointSync:
         each(remove, [r for r in gone if r in synced and not _marked_dir(r)
                       and not any(_under(r, d) for d in kept | gone_dirs)])
 
-        # B. Files, then markers (deepest first) whose directory is fully uploaded.
+        # B. Files, then markers (deepest first) whose directory is fully uploaded, then the `last` files.
         each(upload, files)
         ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
         for m in sorted((r for r in ready if _marked_dir(r)), key=lambda r: -r.count("/")):
@@ -307,6 +312,9 @@ class CheckpointSync:
             group = [r for r in synced.keys() | now.keys() if _under(r, d) and r != m]
             if all(synced.get(r) == now.get(r) for r in group):
                 each(upload, [m])
+        for rel in later if not errors else []:
+            if not each(upload, [rel]):
+                break
 
         # C. A checkpoint whose marker went away locally (rotation) stays remote while a newer marked
         # directory is not yet complete there, so the remote always keeps one; then marker first.

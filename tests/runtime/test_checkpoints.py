@@ -230,6 +230,25 @@ def test_file_replaced_twice_per_scan_is_not_starved(remote, tmp_path):
         sync.stop()
 
 
+def test_last_files_go_up_after_the_others_and_not_after_a_failure(tmp_path):
+    """The debugger's index files (`last`): after every other file of the round, in name order; none
+    while an upload before them failed, so the remote never has an index naming a missing file."""
+    local, remote, events = tmp_path / "local", tmp_path / "remote", Events()
+    sync = CheckpointSync(local, f"file://{remote}", on_event=events, last=lambda rel: rel.startswith("index/"))
+    for step in (10, 9):
+        write(local / "tensors" / f"{step:03d}.npz", b"t" * step)
+        write(local / "index" / f"{step:03d}.json", b"{}")
+    (remote / "tensors" / "010.npz").mkdir(parents=True)  # a file cannot be uploaded over a directory
+    sync.sync_once()
+    sync.sync_once()
+    uploaded = [f["path"] for f in events.named("checkpoint_uploaded")]
+    assert uploaded == ["tensors/009.npz"]  # 010.npz failed: no index, not even 009's, goes up
+    (remote / "tensors" / "010.npz").rmdir()
+    assert sync.flush(timeout=30)
+    uploaded = [f["path"] for f in events.named("checkpoint_uploaded")]
+    assert uploaded == ["tensors/009.npz", "tensors/010.npz", "index/009.json", "index/010.json"]
+
+
 def test_marker_uploaded_after_its_files(remote, tmp_path):
     local, seen = tmp_path / "local", []
 

@@ -26,6 +26,10 @@ POLL_SECONDS = 0.1
 # When one instance failed, the others are usually stuck in a collective: give them little time.
 FAILURE_GRACE_SECONDS = 10.0
 MAX_FAILURE_REASON = 1024
+# An instance whose error only says a peer went away failed because another one did (its collective
+# broke): the controller waits this long for the instance that failed for a reason of its own.
+CAUSE_WAIT_SECONDS = 2.0
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited")
 HANG_CHECK_SECONDS = 2.0
 WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what is new
 
@@ -159,20 +163,13 @@ class JobController:
         ends the attempt."""
         started = time.monotonic()
         while True:
-            for host, reader in self.readers.items():
-                for event in reader.read():
-                    self._on_event(host, event)
+            self._read_events()
             self._scrape()
             if self._waiting_for_capacity():
                 started = time.monotonic()  # max_run counts from when the instances have somewhere to run
-            for instance in self.instances:
-                code = instance.poll()
-                if code is not None and instance.host not in self.exit_codes:
-                    self.exit_codes[instance.host] = code
-                    self.exit_order.append(instance.host)
-            failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
-            if failed:
-                return self._failure(failed[0])
+            self._poll_exits()
+            if any(code != 0 for code in self.exit_codes.values()):
+                return self._failure(self._first_cause())
             if len(self.exit_codes) == len(self.instances):
                 return "completed", None
             if self.store.stop_requested(self.name):
@@ -230,6 +227,29 @@ class JobController:
                  for b in read_all(i.plan.config.heartbeat_dir)]
         return find_hang(beats, time.time(), self.spec.hang_timeout_seconds)
 
+    def _poll_exits(self) -> None:
+        for instance in self.instances:
+            code = instance.poll()
+            if code is not None and instance.host not in self.exit_codes:
+                self.exit_codes[instance.host] = code
+                self.exit_order.append(instance.host)
+
+    def _first_cause(self) -> str:
+        """The failed host to name: the first to fail, unless its error only says a peer went away (PEER_LOST)
+        and another fails for a reason of its own within CAUSE_WAIT_SECONDS."""
+        deadline = time.monotonic() + CAUSE_WAIT_SECONDS
+        while True:
+            failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
+            causes = [h for h in failed if not self._peer_lost(h)]
+            if causes or time.monotonic() >= deadline or len(self.exit_codes) == len(self.instances):
+                return (causes or failed)[0]
+            time.sleep(POLL_SECONDS)
+            self._poll_exits()
+
+    def _peer_lost(self, host: str) -> bool:
+        instance = next(i for i in self.instances if i.host == host)
+        return not instance.lost_reason and any(text in self._failure_reason(host) for text in PEER_LOST)
+
     def _failure(self, host: str) -> tuple[str, str]:
         from shipyard.control.retries import may_retry
 
@@ -242,6 +262,11 @@ class JobController:
         if platform and may_retry(self.store, self.name, self.spec.max_retry_attempts):
             return "retry", reason
         return "failed", reason
+
+    def _read_events(self) -> None:
+        for host, reader in self.readers.items():
+            for event in reader.read():
+                self._on_event(host, event)
 
     def _max_wait_spent(self) -> bool:
         return self.spec.max_wait is not None and time.time() - self.first_started_at > self.spec.max_wait
@@ -359,6 +384,7 @@ class JobController:
     def _conclude(self, outcome: tuple[str, str | None]) -> None:
         kind, detail = outcome
         if kind == "completed":
+            self._read_events()  # the last ones, written after the monitor's last read
             self._end_attempt("Completed", None)
             self.store.transition(self.name, "InProgress", "Uploading", "Uploading generated training model")
             self._wrap_up()
@@ -409,6 +435,7 @@ class JobController:
         for instance in instances:
             if instance.poll() is None:
                 instance.kill()
+        self._read_events()  # what the instances said while they ended (a flush that fell short, ...)
 
     def _kill_all(self) -> None:
         for instance in self.instances:

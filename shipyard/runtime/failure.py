@@ -15,6 +15,8 @@ from pathlib import Path
 
 _TAIL_BYTES = 16384
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\b")
+# torchrun prints a rank's traceback with this prefix, then its own, which says only that a child failed.
+_RANK_ERROR_LINE = re.compile(r"^\[rank\d+\]: (\w+\.)*\w*(Error|Exception|Interrupt)\b")
 
 
 def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
@@ -22,14 +24,15 @@ def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
         f.seek(max(start, f.seek(0, 2) - _TAIL_BYTES))
         lines = f.read().decode(errors="replace").splitlines()
     lines = [line for line in lines if " shipyard-agent " not in line]
+    lead = [line for line in lines if _RANK_ERROR_LINE.match(line)][-1:]  # the rank's own exception first
     tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     if tracebacks:
         lines = lines[tracebacks[-1]:]
         # The exception line itself is what people need first; keep the last frames as context.
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         if errors:
-            return "\n".join([errors[-1], *lines[-max_lines:]]) if len(lines) > max_lines else "\n".join(lines)
-    return "\n".join(lines[-max_lines:])
+            return "\n".join(lead + ([errors[-1], *lines[-max_lines:]] if len(lines) > max_lines else lines))
+    return "\n".join(lead + lines[-max_lines:])
 
 
 def failure_message(code: int, argv: list[str], log: Path, start: int = 0) -> str:

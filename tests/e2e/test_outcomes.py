@@ -65,6 +65,21 @@ def test_failure_names_the_error_and_the_host(home, tmp_path):
     assert len(reason) <= 1024
 
 
+def test_failure_names_the_cause_not_the_peer_whose_collective_broke(home, tmp_path):
+    """algo-1 fails first, but only because a peer went away (gloo's words); algo-2, failing a moment
+    later for a reason of its own, is the one named."""
+    source = _source(tmp_path, {"train.py": """
+        import os, time
+        if os.environ["SM_CURRENT_HOST"] == "algo-1":
+            raise RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.1.2]:4321")
+        time.sleep(0.8)
+        raise MemoryError("the cause, on purpose")
+    """})
+    with pytest.raises(UnexpectedStatusError) as failure:
+        _estimator(source, instance_count=2).fit(logs=False)
+    reason = failure.value.reason
+    assert reason.startswith("AlgorithmError: algo-2: ExecuteUserScriptError") and "the cause, on purpose" in reason
+
 def test_syntax_error_fails_with_its_name(home, tmp_path):
     source = _source(tmp_path, {"train.py": "def broken(:\n"})
     with pytest.raises(UnexpectedStatusError, match="SyntaxError"):
@@ -158,6 +173,7 @@ def _two_running_instances(tmp_path: Path, wait_for_line) -> tuple[TrainingJob, 
     est.fit(wait=False)
     job = est.latest_training_job
     store = Store()
+    wait_for_line(store.log_path(job.name, "algo-1"), "up")  # both scripts run (instances start apart)
     log = store.log_path(job.name, "algo-2")
     wait_for_line(log, "up")
     return job, log, psutil.Process(store.get_job(job.name).controller_pid)

@@ -77,7 +77,9 @@ def test_failed_job_exits_1(shipyard, tmp_path):
 
 
 def test_detached_job_keeps_running_and_wait_returns_0(shipyard, tmp_path, home):
-    (tmp_path / "train.py").write_text('import time\ntime.sleep(2)\nprint("slept", flush=True)\n')
+    go = tmp_path / "go"   # the job waits for it, so it is surely running when the CLI has exited
+    (tmp_path / "train.py").write_text(f'import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\n'
+                                       'print("slept", flush=True)\n')
     started = time.monotonic()
     done = shipyard("run", "train.py", "--detach", "--base-job-name", "cli-detach")
     assert time.monotonic() - started < 20
@@ -89,6 +91,7 @@ def test_detached_job_keeps_running_and_wait_returns_0(shipyard, tmp_path, home)
 
     record = Store(home).get_job(name)
     assert record.status == "InProgress" and controller_alive(record)
+    go.touch()
     waited = shipyard("wait", name, "--logs")
     assert "algo-1 | slept" in waited.stdout and "Completed" in waited.stdout
     assert _describe(shipyard, name)["TrainingJobStatus"] == "Completed"

@@ -52,7 +52,8 @@ def test_profiled_job_metrics_rules_and_report(home, tmp_path):
         tmp_path,
         profiler_config=ProfilerConfig(system_monitor_interval_millis=200,
                                        framework_profile_params=FrameworkProfile()),
-        rules=[ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"n_outliers": 0}),
+        # stddev 8: the 2 s step is far over the limit (~1.2 s), a step stalled by a busy machine is not
+        rules=[ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"n_outliers": 0, "stddev": 8}),
                ProfilerRule.sagemaker(rule_configs.LowGPUUtilization()),
                ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={"StepOutlier_n_outliers": 0})],
     )

@@ -292,6 +292,8 @@ def test_killed_controller_is_taken_over_and_the_job_resumes(home, tmp_path, wai
     store = Store()
     log = store.log_path(job.name, "algo-1")
     wait_for_line(log, "step=45")
+    # The step-20 checkpoint must be remote before the kill (its upload takes up to two 1 s scans).
+    wait_for_line(tmp_path / "ckpt" / "state-algo-1.json", '"step": ')
     controller = psutil.Process(store.get_job(job.name).controller_pid)
     first_instances = controller.children(recursive=True)
     controller.kill()
@@ -409,22 +411,26 @@ def test_checkpoint_endpoint_down_for_a_while_then_back(home, tmp_path, s3, s3_s
     def remote() -> set[str]:
         return {o["Key"] for o in s3.client.list_objects_v2(Bucket="ckpts").get("Contents", [])}
 
-    def wait_for_remote(keys: set[str], timeout: float = 60) -> None:
+    def eventually(found, timeout: float = 60):
+        """found() once it is truthy (the sync and the store lag the script by rounds and polls)."""
         deadline = time.monotonic() + timeout
-        while not keys <= remote() and time.monotonic() < deadline:
+        while not (value := found()) and time.monotonic() < deadline:
             time.sleep(0.2)
+        return value
 
-    wait_for_remote({"job/ckpt-0020.txt"})
+    def warnings(text: str) -> list[dict]:
+        return [e for e in store.events(job.name, kind="warning") if text in e["message"]]
+
+    eventually(lambda: "job/ckpt-0020.txt" in remote())
     outage.down()
     wait_for_line(log, "checkpoint 110", timeout=90)
-    failed = [e for e in store.events(job.name, kind="warning") if "checkpoint sync failed" in e["message"]]
+    failed = eventually(lambda: warnings("checkpoint sync failed"))  # after 5 failed 1 s rounds
     assert failed and failed[0]["host"] == "algo-1"
     assert "ckpt-0110.txt" not in {k.rsplit("/", 1)[-1] for k in remote()}
     outage.up()
     written = {f"job/ckpt-{s:04d}.txt" for s in range(10, 111, 10)}
-    wait_for_remote(written)
-    assert written <= remote()
-    assert [e for e in store.events(job.name) if "checkpoint sync recovered" in e["message"]]
+    assert eventually(lambda: written <= remote())
+    assert eventually(lambda: [e for e in store.events(job.name) if "checkpoint sync recovered" in e["message"]])
     assert not store.get_job(job.name).terminal  # recovered while training, not by the final flush
     stop_file.touch()
     description = job.wait(logs=False)

@@ -13,14 +13,19 @@ from shipyard.spec.job import JobSpec
 from shipyard.spec.rules import StopTraining
 
 
+def _records(root, node: str) -> list[dict]:
+    """Every record of a node's files: samples can straddle a minute, and so two files."""
+    paths = sorted((root / "system" / "incremental").glob(f"*/*.{node}.json"))
+    assert paths and all(int(path.name.split(".")[0]) % 60 == 0 for path in paths)  # the minute's epoch seconds
+    return [json.loads(line) for path in paths for line in path.read_text().splitlines()]
+
+
 def test_monitor_writes_sagemaker_json_lines(tmp_path):
     monitor = SystemMonitor(tmp_path, "algo-2", 100)
     monitor.sample()
     time.sleep(0.05)
     monitor.sample()
-    [path] = list((tmp_path / "system" / "incremental").glob("*/*.algo-2.json"))
-    assert int(path.name.split(".")[0]) % 60 == 0  # the minute's epoch seconds, as SageMaker names it
-    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records = _records(tmp_path, "algo-2")
     assert {tuple(sorted(r)) for r in records} == {("Dimension", "Name", "NodeId", "Timestamp", "Type", "Value")}
     kinds = {(r["Type"], r["Dimension"]) for r in records}
     assert {("cpu", "CPUUtilization"), ("cpu", "I/OWaitPercentage"), ("memory", ""), ("i/o", ""),
@@ -135,9 +140,7 @@ def test_monitor_records_each_gpu_through_nvml_and_gpu_rules_read_them(tmp_path,
         time.sleep(0.025)  # snapshots more than 20 ms apart
     monitor.stop()
     assert nvml.shut
-    [path] = list((tmp_path / "system" / "incremental").glob("*/*.algo-1.json"))
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    gpu = [r for r in records if r["Type"] == "gpu"]
+    gpu = [r for r in _records(tmp_path, "algo-1") if r["Type"] == "gpu"]
     assert {(r["Name"], r["Dimension"], r["Value"]) for r in gpu} == {
         ("gpu0", "GPUUtilization", 97.0), ("gpu0", "GPUMemoryUtilization", 75.0),
         ("gpu1", "GPUUtilization", 3.0), ("gpu1", "GPUMemoryUtilization", 10.0)}
@@ -183,8 +186,7 @@ def test_monitor_reports_only_the_instances_own_gpus(tmp_path, monkeypatch):
         monitor = SystemMonitor(tmp_path / node, node, 100, gpu_ids)
         monitor.sample()
         monitor.stop()
-        [path] = list((tmp_path / node / "system" / "incremental").glob(f"*/*.{node}.json"))
-        gpu = [json.loads(line) for line in path.read_text().splitlines() if '"gpu"' in line]
+        gpu = [r for r in _records(tmp_path / node, node) if r["Type"] == "gpu"]
         assert {(r["Name"], r["Dimension"], r["Value"]) for r in gpu if r["Dimension"] == "GPUUtilization"} == {
             ("gpu0", "GPUUtilization", busy)}
     monitor = SystemMonitor(tmp_path / "none", "algo-3", 100, ())  # an instance given no GPU asks NVML nothing

@@ -102,19 +102,32 @@ def test_free_port_reserves_the_whole_span(monkeypatch):
 
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        real = planning._any_free_port
+        real = planning._candidate_port
         candidates = iter([port - 3])  # its block port-3 .. port holds the taken port
-        monkeypatch.setattr(planning, "_any_free_port", lambda: next(candidates, None) or real())
+        monkeypatch.setattr(planning, "_candidate_port", lambda span: next(candidates, None) or real(span))
         base = planning.free_port(span=4)
         assert not base <= port <= base + 3
         for free in range(base, base + 4):
             socket.create_server(("", free)).close()
 
 
+def test_job_ports_come_from_below_the_ephemeral_range(monkeypatch, tmp_path):
+    """No outgoing connection takes a port there between the pick and the job's bind."""
+    from shipyard.control import planning
+
+    low = int(planning.EPHEMERAL_RANGE.read_text().split()[0])
+    for _ in range(20):
+        base = planning.free_port(span=4)
+        assert planning.JOB_PORTS_FROM <= base and base + 4 <= low
+    monkeypatch.setattr(planning, "EPHEMERAL_RANGE", tmp_path / "range")
+    (tmp_path / "range").write_text("1024\t65535\n")  # no room below it: the kernel's pick
+    assert 1024 <= planning.free_port() <= 65535
+
+
 def test_free_port_gives_up_clearly(monkeypatch):
     from shipyard.control import planning
 
-    monkeypatch.setattr(planning, "_any_free_port", lambda: 65535)
+    monkeypatch.setattr(planning, "_candidate_port", lambda span: 65535)
     with pytest.raises(ShipyardError, match="no 2 free ports in a row"):
         planning.free_port(span=2)
 

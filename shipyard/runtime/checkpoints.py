@@ -229,7 +229,8 @@ class CheckpointSync:
         replaced = [r for r, st in now.items() if held.get(r, prev[r][2] if r in prev else st[2]) != st[2]]
         for rel in [r for r, st in now.items() if prev.get(r) != st][:HELD_FILES]:
             try:
-                self._held[rel] = os.open(self.local_dir / rel, os.O_RDONLY)
+                # O_NONBLOCK: should a FIFO have taken the file's place, the open does not wait for a writer
+                self._held[rel] = os.open(self.local_dir / rel, os.O_RDONLY | os.O_NONBLOCK)
             except OSError:
                 pass  # gone already, or unreadable: judged by its inode number then
         return replaced

@@ -25,14 +25,15 @@ def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
         lines = f.read().decode(errors="replace").splitlines()
     lines = [line for line in lines if " shipyard-agent " not in line]
     lead = [line for line in lines if _RANK_ERROR_LINE.match(line)][-1:]  # the rank's own exception first
+    excerpt = lines[-max_lines:]
     tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     if tracebacks:
         lines = lines[tracebacks[-1]:]
         # The exception line itself is what people need first; keep the last frames as context.
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         if errors:
-            return "\n".join(lead + ([errors[-1], *lines[-max_lines:]] if len(lines) > max_lines else lines))
-    return "\n".join(lead + lines[-max_lines:])
+            excerpt = [errors[-1], *lines[-max_lines:]] if len(lines) > max_lines else lines
+    return "\n".join([line for line in lead if line not in excerpt] + excerpt)
 
 
 def failure_message(code: int, argv: list[str], log: Path, start: int = 0) -> str:

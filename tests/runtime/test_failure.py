@@ -31,3 +31,9 @@ def test_plain_traceback_unchanged(tmp_path):
     log = tmp_path / "algo-1.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File \"train.py\", line 2\nValueError: bad\n")
     assert error_excerpt(log) == 'Traceback (most recent call last):\n  File "train.py", line 2\nValueError: bad'
+
+
+def test_rank_error_among_the_last_lines_is_not_repeated(tmp_path):
+    log = tmp_path / "algo-1.log"
+    log.write_text("step 1\n[rank0]: ValueError: bad\nexiting\n")
+    assert error_excerpt(log) == "step 1\n[rank0]: ValueError: bad\nexiting"

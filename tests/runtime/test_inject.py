@@ -23,7 +23,8 @@ def test_training_process_beats_and_other_sitecustomize_still_runs(tmp_path):
            "SHIPYARD_HEARTBEAT_DIR": str(beats), "SHIPYARD_HEARTBEAT_INTERVAL": "0.1", "RANK": "3",
            "SM_CURRENT_HOST": "algo-2"}
     # Ends inside waiting(): a beat taken while the interpreter shuts down would show another place.
-    script = "import os, sys, time\ndef waiting():\n    time.sleep(1.0)\n    sys.stdout.flush(); os._exit(0)\nwaiting()\n"
+    script = ("import os, sys, time\ndef waiting():\n    time.sleep(1.0)\n    sys.stdout.flush(); os._exit(0)\n"
+              "waiting()\n")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout == "other sitecustomize ran\n"

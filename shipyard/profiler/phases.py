@@ -13,8 +13,10 @@ heartbeat's optimizer hooks, without changes to the script:
   trained here (a distillation teacher kept in eval mode) called inside a TRAIN step is a Forward of that
   step, not an EVAL step; with no model trained yet (inference), every eval-mode forward is a step.
 
-The module hooks are registered only while the step timeline records (and until step 1 starts, to see it
-start): out of range a module call costs nothing more and an optimizer step one check."""
+The module hooks are registered only while the step timeline records, until step 1 starts (to see it
+start) and during Python-profiled steps (whose profiles split at the end of the step's first TRAIN
+forward, SageMaker's forwardpassend, reported to the recorder): otherwise a module call costs nothing
+more and an optimizer step one check."""
 
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ class Phases:
             self.r.eval_step(self.forward_start, now)
             return
         self.forward_end = now
+        self.r.forward_ends(now)
         if self.r.timeline_on:
             self.r.timeline.add(FORWARD, self.forward_start, now, self.r.step_num + 1, mode="TRAIN")
 

@@ -4,7 +4,8 @@ optimizer-step hooks (one pair per process, shipyard/runtime/heartbeat.py): TRAI
 end of the previous step (of any mode) to the end of optimizer step N, so it includes that step's data
 loading, forward and backward; step 1 (whose start is not known) is not recorded. What else is recorded:
 
-- the phases of a step and EVAL steps (shipyard/profiler/phases.py), over the step timeline's range;
+- the phases of a step and EVAL steps (shipyard/profiler/phases.py), over the step timeline's range
+  (the module hooks are also on during Python-profiled steps, whose profiles split at a forward's end);
 - the DataLoader's events, in the main process and in its workers (shipyard/profiler/dataloader.py);
 - torch.profiler traces (detailed.py) and Python profiles (python_profiler.py) over their options' steps.
 
@@ -113,28 +114,38 @@ class StepRecorder:
         self.timeline_on = False
         options = self.profile.options()
         self.runners = []
+        self.python = None  # the Python profiler, told where each step's forward pass ends
         if "detailed" in options:
             self.runners.append(RangeRunner(options["detailed"], DetailedProfiler(root, self.node, self.rank)))
         if "python" in options:
-            self.runners.append(RangeRunner(options["python"], PythonProfiler(root, self.node, options["python"])))
+            self.python = PythonProfiler(root, self.node, options["python"])
+            self.runners.append(RangeRunner(options["python"], self.python))
         self.phases = Phases(self)
         self.dataloader = DataLoaderProfiler(self, self.profile.dataloader_profiling_config)
         self._ranges(1, time.time())
 
     def _ranges(self, step: int, now: float) -> None:
-        """What records during this step: decided once, when it starts, so each hook checks one flag."""
+        """What records during this step: decided once, when it starts (after the runners'), so each hook
+        checks one flag."""
         self.timeline_on = self.profile.in_range(step, now)
-        # Until step 1 starts, the forward hooks are on to see it start (the first forward in training mode).
-        self.phases.set_active(self.timeline_on or self.started < step)
+        # Until step 1 starts, the forward hooks are on to see it start (the first forward in training mode);
+        # in a Python-profiled step, to see its forward end.
+        python_on = self.python is not None and self.python.profiling
+        self.phases.set_active(self.timeline_on or self.started < step or python_on)
         self.dataloader.step_starts(step, now)
 
     def step_starts(self, now: float) -> None:
         """TRAIN step step_num + 1 starts: right after the previous optimizer step, or for step 1 at the
         first forward of a model in training mode."""
         step = self.started = self.step_num + 1
-        self._ranges(step, now)
         for runner in self.runners:
             runner.step_starts(step, now)
+        self._ranges(step, now)
+
+    def forward_ends(self, now: float) -> None:
+        """A TRAIN forward of a model ended (phases.Phases): SageMaker's forwardpassend."""
+        if self.python is not None:
+            self.python.forward_ends(now)
 
     def on_step(self) -> None:
         now = time.time()

@@ -1,15 +1,13 @@
 """Framework profiling end to end, through the SDK (contract 3): a 1-instance job whose script knows
 nothing of profiling, with all three options of FrameworkProfile on a DataLoader with 2 workers, leaves
 under <output>/<job>/profiler-output/ the step phases, the dataloader's events from the main process
-and from both workers, a torch.profiler trace of exactly the detailed steps, and one pstats dump per
-Python-profiled step."""
+and from both workers, a torch.profiler trace of exactly the detailed steps, and two pstats dumps per
+Python-profiled step, split at the end of its forward pass."""
 
 from __future__ import annotations
 
 import glob
 import json
-import os
-import pstats
 import textwrap
 
 import pytest
@@ -22,6 +20,8 @@ from shipyard.profiler import (
     PythonProfilingConfig,
 )
 from shipyard.pytorch import PyTorch
+
+from tests.profiler.test_framework_events import assert_split_at_forward_end, python_spans
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def test_all_three_options_on_a_two_worker_dataloader(home, tmp_path):
     marks = sorted(e["name"] for e in json.load(open(trace))["traceEvents"] if e["name"].startswith("ProfilerStep#"))
     assert marks == ["ProfilerStep#4", "ProfilerStep#5"]
 
-    stats = sorted(glob.glob(f"{root}/framework/pytorch/cprofile/algo-1/TRAIN-*-stepstart-*_TRAIN-*-stepend-*/python_stats"))
-    assert [os.path.basename(os.path.dirname(p)).split("-")[1] for p in stats] == ["6", "7"]
-    for path in stats:
-        assert pstats.Stats(path).total_calls > 0
+    spans = python_spans(root)
+    assert sorted(spans) == [6, 7]
+    for step in spans.values():
+        assert_split_at_forward_end(step)

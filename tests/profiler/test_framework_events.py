@@ -1,7 +1,8 @@
 """The framework recorder inside a training process (contract 3), in this process on a tiny model: the
 phases of each step nest inside it and add up, EVAL steps, the DataLoader's events (workers included),
 the module hooks off out of range, torch.profiler traces for exactly the configured steps, and Python
-profiles that pstats / pyinstrument's output can be read from."""
+profiles split at the end of each step's forward pass, that pstats / pyinstrument's output can be read
+from."""
 
 from __future__ import annotations
 
@@ -165,35 +166,93 @@ def test_detailed_trace_holds_exactly_the_configured_steps(recorder, tmp_path):
         assert len(inside) == 2
 
 
-def test_cprofile_stats_per_step_load_with_pstats(recorder, tmp_path):
+def python_spans(root, profiler: str = "cprofile") -> dict[int, list[tuple]]:
+    """The Python profiles under `root`, per step: (start phase, start us, end phase, end us, folder), in
+    time order, parsed from SageMaker's folder names
+    <mode>-<step>-<phase>-<us>_<mode>-<step>-<phase>-<us>."""
+    spans: dict[int, list[tuple]] = {}
+    for folder in glob.glob(f"{root}/framework/pytorch/{profiler}/algo-1/*"):
+        begin, end = os.path.basename(folder).split("_")
+        (mode, step, phase, us), (end_mode, end_step, end_phase, end_us) = begin.split("-"), end.split("-")
+        assert mode == end_mode == "TRAIN" and step == end_step, folder
+        spans.setdefault(int(step), []).append((phase, int(us), end_phase, int(end_us), folder))
+    return {step: sorted(found, key=lambda span: span[1]) for step, found in sorted(spans.items())}
+
+
+def ran(folder: str, file: str, function: str) -> bool:
+    """Whether cProfile's stats in `folder` hold a call of `function` defined in a file ending in `file`."""
+    return any(path.endswith(file) and name == function for (path, _, name) in pstats.Stats(f"{folder}/python_stats").stats)
+
+
+LINEAR, SGD, BACKWARD = ("torch/nn/modules/linear.py", "forward"), ("torch/optim/sgd.py", "step"), ("torch/_tensor.py", "backward")
+
+
+def assert_split_at_forward_end(spans: list[tuple], last: str = "stepend") -> None:
+    """A step's two profiles: step start to forward end (the model's forward inside), then on without a
+    gap to the step's end (the backward and the optimizer's step inside)."""
+    assert [(start, end) for start, _, end, _, _ in spans] == [("stepstart", "forwardpassend"), ("forwardpassend", last)]
+    (_, first_start, _, first_end, forward), (_, second_start, _, second_end, rest) = spans
+    assert first_start <= first_end == second_start <= second_end
+    assert ran(forward, *LINEAR) and not ran(forward, *SGD) and not ran(forward, *BACKWARD)
+    if last == "stepend":
+        assert ran(rest, *SGD) and ran(rest, *BACKWARD) and not ran(rest, *LINEAR)
+
+
+def test_cprofile_splits_each_step_at_the_end_of_its_forward(recorder, tmp_path):
     r = recorder(python_profiling_config={"start_step": 2, "num_steps": 2, "cprofile_timer": "cpu_time"})
     _train(steps=5)
     r.close()
-    folders = sorted(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/*"))
-    assert [os.path.basename(f).split("_")[0].rsplit("-", 1)[0] for f in folders] == \
-        ["TRAIN-2-stepstart", "TRAIN-3-stepstart"]
-    assert "_TRAIN-2-stepend-" in folders[0]
-    stats = pstats.Stats(os.path.join(folders[0], "python_stats"))
-    assert any(name == "forward" for (_, _, name) in stats.stats)  # the model's forward ran in that step
+    spans = python_spans(tmp_path)
+    assert sorted(spans) == [2, 3]
+    for step in spans.values():
+        assert_split_at_forward_end(step)
+    assert spans[2][-1][3] <= spans[3][0][1]  # step 3 starts where step 2 ended (the writes fall between)
+
+
+def test_python_profiles_split_with_the_timeline_off(recorder, tmp_path):
+    """The timeline's range (step 100) is off; the Python profiler's (steps 3 to 5) turns the module hooks
+    on for its own steps only. Step 3 has no forward: one profile; the script ends in step 5, after its
+    forward: its second profile ends in phase `end`."""
+    r = recorder(start_step=100, python_profiling_config={"start_step": 3, "num_steps": 3})
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    hooks_on = []
+    for i in range(5):  # steps 1 to 5; step 1 starts at the first forward
+        hooks_on.append(r.phases.handles is not None)
+        if i != 2:
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+        if i != 4:
+            optimizer.step()
+    r.close()
+    assert hooks_on == [True, False, True, True, True]  # on before step 1 to see it start
+    spans = python_spans(tmp_path)
+    assert sorted(spans) == [3, 4, 5]
+    assert [(start, end) for start, _, end, _, _ in spans[3]] == [("stepstart", "stepend")]
+    assert_split_at_forward_end(spans[4])
+    assert_split_at_forward_end(spans[5], last="end")
+    assert not glob.glob(f"{tmp_path}/framework/pevents/*/*")  # the timeline recorded nothing
 
 
 def test_pyinstrument_writes_html_and_json(recorder, tmp_path):
     r = recorder(python_profiling_config={"start_step": 2, "python_profiler": "pyinstrument"})
     _train(steps=4)
     r.close()
-    [folder] = glob.glob(f"{tmp_path}/framework/pytorch/pyinstrument/algo-1/TRAIN-2-stepstart-*_TRAIN-2-stepend-*")
-    assert "<html" in open(os.path.join(folder, "python_stats.html")).read().lower()
-    assert "root_frame" in json.load(open(os.path.join(folder, "python_stats.json")))
+    spans = python_spans(tmp_path, "pyinstrument")
+    assert [(start, end) for start, _, end, _, _ in spans[2]] == [("stepstart", "forwardpassend"), ("forwardpassend", "stepend")]
+    for *_, folder in spans[2]:
+        assert "<html" in open(os.path.join(folder, "python_stats.html")).read().lower()
+        assert "root_frame" in json.load(open(os.path.join(folder, "python_stats.json")))
 
 
 def test_default_options_cycle_the_cprofile_timer_over_steps_9_to_11(recorder, tmp_path):
     r = recorder()
-    [python] = [runner.profiler for runner in r.runners if runner.profiler.PER_STEP]
     timers = []
-    original = python.start
-    python.start = lambda step, now: (timers.append((step, python.timer)), original(step, now))
+    original = r.python._begin
+    r.python._begin = lambda phase, now: (timers.append((r.python.step, phase, r.python.timer)), original(phase, now))
     _train(steps=12)
     r.close()
-    assert timers == [(9, "total_time"), (10, "cpu_time"), (11, "off_cpu_time")]
-    assert len(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")) == 3
+    assert timers == [(step, phase, timer) for step, timer in ((9, "total_time"), (10, "cpu_time"), (11, "off_cpu_time"))
+                      for phase in ("stepstart", "forwardpassend")]  # both halves of a step with its timer
+    assert sorted(python_spans(tmp_path)) == [9, 10, 11]
+    assert len(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")) == 6
     assert glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/000000005/*.pt.trace.json")

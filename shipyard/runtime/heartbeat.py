@@ -6,10 +6,11 @@ Each process writes `<SHIPYARD_HEARTBEAT_DIR>/<pid>.json` every few seconds from
     {"host", "pid", "rank", "local_rank", "progress", "progress_time", "time", "collective", "where"}
 
 `progress_time` is when the process last moved: an optimizer step (a global post-step hook, registered
-once torch.optim is imported) or its main thread seen somewhere new (so evaluation, data loading and
-checkpointing count as moving); `steps` counts optimizer steps; `collective` says whether the main
-thread is inside torch.distributed or autograd, where a rank waits for the others; `where` is the
-innermost frame of the script's own code. When no rank has moved for the job's hang timeout, the
+once torch.optim is imported), its main thread seen somewhere new (so evaluation, data loading and
+checkpointing count as moving) or its child processes using CPU (a rank waiting for `tar` or a download
+tool while the others wait for it is busy, not hung); `steps` counts optimizer steps; `collective` says
+whether the main thread is inside torch.distributed or autograd, where a rank waits for the others;
+`where` is the innermost frame of the script's own code. When no rank has moved for the job's hang timeout, the
 ranks that are *not* waiting in a collective, or that stopped beating, are the ones that hung
 (control/hangs.py). Only training ranks (processes with RANK set, as torchrun starts them) beat."""
 
@@ -22,6 +23,8 @@ import threading
 import time
 
 INTERVAL_SECONDS = float(os.environ.get("SHIPYARD_HEARTBEAT_INTERVAL", "2"))
+# CPU seconds the children must use between beats to count as moving (idle helpers use next to none).
+CHILD_CPU_SECONDS = 0.05
 # Frames from these files mean the process is waiting for the other ranks.
 _COLLECTIVE_MARKERS = ("torch/distributed/", "torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/")
 _LIBRARY_MARKERS = ("/site-packages/", "/lib/python3", "shipyard/runtime/")
@@ -76,10 +79,25 @@ class Heartbeat:
         self.progress_time = time.time()
         self.main = threading.main_thread().ident
         self.last_seen: tuple = ()
+        self.children_cpu = 0.0
 
     def step(self) -> None:
         self.steps += 1
         self.progress_time = time.time()
+
+    def _children_busy(self) -> bool:
+        """Whether the child processes used CPU since the last look."""
+        import psutil
+
+        used = 0.0
+        for child in psutil.Process().children(recursive=True):
+            try:
+                times = child.cpu_times()
+            except psutil.Error:
+                continue  # ended meanwhile
+            used += times.user + times.system
+        busy, self.children_cpu = used > self.children_cpu + CHILD_CPU_SECONDS, used
+        return busy
 
     def _where(self) -> tuple[bool, str]:
         frame = sys._current_frames().get(self.main)
@@ -99,6 +117,10 @@ class Heartbeat:
     def beat(self) -> None:
         hook_optimizer()
         collective, where = self._where()
+        # Only while the main thread stands still: listing children reads all of /proc, which a training
+        # loop that moves need not pay for.
+        if time.time() - self.progress_time > INTERVAL_SECONDS / 2 and self._children_busy():
+            self.progress_time = time.time()
         record = {
             "host": os.environ.get("SM_CURRENT_HOST", ""), "pid": os.getpid(),
             "rank": int(os.environ.get("RANK", "-1")), "local_rank": int(os.environ.get("LOCAL_RANK", "-1")),

@@ -2,7 +2,8 @@
 rules and the report: system metrics (SageMaker's JSON lines), step events with their dataloader wait,
 and the other framework events (Chrome trace files): the phases inside a step (Forward,
 Backward(post-forward), Optimizer) and the dataloader's (DataLoaderIterInitialize, DataLoaderIter,
-DataLoaderWorker) with the OS process that emitted them.
+DataLoaderWorker) with the OS process that emitted them; and the operator times of the detailed
+torch.profiler traces, summed per trace (shipyard.profiler.operators).
 
 `ProfilerReader` reads a URI incrementally: a file is read again only when its size changed (the current
 minute's system file is rewritten as it grows), so a watcher can poll it every few seconds."""
@@ -14,6 +15,8 @@ import posixpath
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+
+from shipyard.profiler.operators import OperatorTrace, is_detailed_trace, parse_detailed_trace
 
 # smdebug treats events less than 20 ms apart as one snapshot.
 SNAPSHOT_SECONDS = 0.02
@@ -56,10 +59,15 @@ class ProfilerData:
     system: list[dict] = field(default_factory=list)  # {"Type","Name","Dimension","Value","NodeId","Timestamp"}
     steps: list[StepEvent] = field(default_factory=list)
     events: list[FrameworkEvent] = field(default_factory=list)
+    operators: list[OperatorTrace] = field(default_factory=list)  # one per detailed trace file
 
     @property
     def nodes(self) -> list[str]:
-        return sorted({r["NodeId"] for r in self.system} | {s.node for s in self.steps} | {e.node for e in self.events})
+        return sorted({r["NodeId"] for r in self.system} | {s.node for s in self.steps} | {e.node for e in self.events}
+                      | {t.node for t in self.operators})
+
+    def operator_traces(self, node: str | None = None) -> list[OperatorTrace]:
+        return [t for t in self.operators if node is None or t.node == node]
 
     def framework_events(self, node: str | None = None, names=None) -> list[FrameworkEvent]:
         """Framework events (of one node, with one of `names`), in time order."""
@@ -176,6 +184,7 @@ class ProfilerReader:
         self._sizes: dict[str, int] = {}
         self._system: dict[str, list[dict]] = {}
         self._traces: dict[str, tuple[list[StepEvent], list[FrameworkEvent]]] = {}
+        self._operators: dict[str, OperatorTrace] = {}
 
     def read(self) -> ProfilerData:
         """Everything under the URI now, reading only files that are new or changed."""
@@ -190,9 +199,10 @@ class ProfilerReader:
         for name, info in found.items():
             rel = name[len(root) + 1:]
             size = info.get("size")
-            system = rel.startswith(SYSTEM_DIR + "/")
-            # Only these two folders: detailed torch traces and Python stats elsewhere are large and not read.
-            if (not system and not rel.startswith(FRAMEWORK_DIR + "/")) or not rel.endswith(".json") \
+            system, detailed = rel.startswith(SYSTEM_DIR + "/"), is_detailed_trace(rel)
+            # Python stats are not read. A detailed trace is written once, whole, so it is parsed once and
+            # only its sums are kept.
+            if (not system and not detailed and not rel.startswith(FRAMEWORK_DIR + "/")) or not rel.endswith(".json") \
                     or self._sizes.get(rel) == size:
                 continue
             try:
@@ -200,6 +210,8 @@ class ProfilerReader:
                     text = f.read()
                 if system:
                     self._system[rel] = parse_system(text)
+                elif detailed:
+                    self._operators[rel] = parse_detailed_trace(text, rel)
                 else:
                     self._traces[rel] = parse_trace(text, node_of_trace(rel))
             except (OSError, ValueError):
@@ -210,7 +222,7 @@ class ProfilerReader:
         events = [e for _, es in self._traces.values() for e in es]
         return ProfilerData(system=[r for rs in self._system.values() for r in rs],
                             steps=with_dataloader_wait([s for ss, _ in self._traces.values() for s in ss], events),
-                            events=events)
+                            events=events, operators=list(self._operators.values()))
 
 
 def system_file(root: str, node: str, timestamp: float) -> str:

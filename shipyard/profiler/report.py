@@ -2,7 +2,8 @@
 the order of SageMaker's: the job summary, the rules table (each rule's description, recommendation,
 trigger count, data points and finding), system usage per instance (utilisation over time and
 statistics), the framework metrics summary (time in steps vs others; forward, backward, optimizer and
-dataloader wait within the steps), step durations with their outliers per instance, and data loading
+dataloader wait within the steps; CPU vs GPU operator time and the most expensive operators from the
+detailed torch.profiler traces), step durations with their outliers per instance, and data loading
 (parallel loader processes against the cores, loading times, wait against compute per step).
 `shipyard report JOB` writes it into the job's directory; the rules are evaluated over the data as it
 is now (the job may still run)."""
@@ -20,7 +21,7 @@ from shipyard.rules import rule_module
 from shipyard.rules.parameters import parse_parameters
 from shipyard.rules.profiler import profiler_report
 from shipyard.rules.profiler.dataloader import node_stats
-from shipyard.rules.profiler.overall_framework_metrics import PHASES
+from shipyard.rules.profiler.overall_framework_metrics import NO_TRACES, PHASES
 from shipyard.rules.profiler.overall_system_usage import UNITS
 
 STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px;color:#222}
@@ -28,6 +29,7 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;pad
 table.rules td:nth-child(3),table.rules td:nth-child(4),table.rules td:nth-child(5){min-width:200px}
 table.rules td:nth-child(8){font-size:11px;color:#555}
 th{background:#f3f3f3}.IssuesFound{color:#d62728;font-weight:bold}.NoIssuesFound{color:#2ca02c}
+table.operators td:first-child{word-break:break-all;max-width:600px}
 .chart{display:block;margin:8px 0}h4{margin:12px 0 0;font-size:13px;font-weight:normal;color:#555}"""
 
 
@@ -135,7 +137,8 @@ def _framework(data: ProfilerData, findings) -> list[str]:
     nodes = [n for n in data.nodes if n in stats and stats[n]["step_time"]]
     if not nodes:
         return ['<h2 id="framework">Framework metrics summary</h2>',
-                "<p>No step times: give profiler_config a framework_profile_params to record them.</p>"]
+                "<p>No step times: give profiler_config a framework_profile_params to record them.</p>",
+                *_operators(data, stats)]
     phases, rows = {}, []
     for node in nodes:
         m = stats[node]
@@ -155,6 +158,30 @@ def _framework(data: ProfilerData, findings) -> list[str]:
     if any(stats[n]["phases"] or stats[n]["dataloader_wait"] for n in nodes):
         out.append(_chart("Within the steps: forward, backward, optimizer and dataloader wait",
                           charts.share_bars("step phases", phases)))
+    return out + _operators(data, stats)
+
+
+def _operators(data: ProfilerData, stats) -> list[str]:
+    """CPU vs GPU operator time per node and each node's most expensive operators, from the detailed traces."""
+    summaries = {n: stats[n]["operators"] for n in data.nodes if n in stats and stats[n]["operators"]}
+    if not summaries:
+        return ['<h3 id="operators">Operators</h3>',
+                f"<p>{NO_TRACES.capitalize()}: give FrameworkProfile a detailed_profiling_config to record "
+                "torch.profiler operators.</p>"]
+    out = ['<h3 id="operators">Operators</h3>',
+           "<p>From the detailed torch.profiler traces, summed over each node's traces. CPU operator time counts "
+           "only the top-level operators of each thread (a nested operator's time is in its caller's); an "
+           "operator's total includes the operators it calls.</p>",
+           _chart("CPU vs GPU operator time",
+                  charts.share_bars("CPU vs GPU operators", {n: {"CPU operators": m["cpu"], "GPU operators": m["gpu"]}
+                                                              for n, m in summaries.items()}))]
+    for node, m in summaries.items():
+        for device in ("CPU", "GPU"):
+            if m["top"][device]:
+                out.append(f"<h4>{escape(node)}: top {device} operators ({m['traces']} trace(s))</h4>")
+                out.append(_table(["operator", "calls", "total (ms)", f"% of {device} operator time"],
+                                  [[escape(op["name"]), op["calls"], f"{op['total_ms']:.2f}", f"{op['share']:.1f}"]
+                                   for op in m["top"][device]], "operators"))
     return out
 
 

@@ -19,9 +19,11 @@ from shipyard.profiler import (
     ProfilerConfig,
     PythonProfilingConfig,
 )
+from shipyard.profiler.data import ProfilerReader
 from shipyard.pytorch import PyTorch
 
 from tests.profiler.test_framework_events import assert_split_at_forward_end, python_spans
+from tests.profiler.test_rules import evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +84,14 @@ def test_all_three_options_on_a_two_worker_dataloader(home, tmp_path):
     [trace] = glob.glob(f"{root}/framework/pytorch/detailed_profiling/*/000000004/algo-1-rank0.pt.trace.json")
     marks = sorted(e["name"] for e in json.load(open(trace))["traceEvents"] if e["name"].startswith("ProfilerStep#"))
     assert marks == ["ProfilerStep#4", "ProfilerStep#5"]
+    # OverallFrameworkMetrics reads the trace's operators: all on the CPU, both Linear layers in both steps.
+    data = ProfilerReader(str(root)).read()
+    finding = evaluate("OverallFrameworkMetrics", data)
+    assert "operators (1 detailed trace(s)): CPU 100%, GPU 0%" in finding.details and "calls)" in finding.details
+    assert len(finding.stats["algo-1"]["operators"]["top"]["CPU"]) == 10
+    [operators] = data.operators
+    calls, seconds = operators.operators["CPU", "aten::linear"]
+    assert calls == 4 and seconds > 0
 
     spans = python_spans(root)
     assert sorted(spans) == [6, 7]

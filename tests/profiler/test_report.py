@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -34,11 +35,24 @@ def _event(name, rank, start, duration, **args) -> dict:
             "args": args}
 
 
+def _detailed_trace(root, node: str, rank: int) -> None:
+    """A detailed torch.profiler trace of step 5: per step a Linear forward on the CPU (aten::linear calling
+    aten::addmm) launching a 3 ms GPU kernel, and a 1 ms copy to the GPU."""
+    directory = root / "framework" / "pytorch" / "detailed_profiling" / "2026110912" / "000000005"
+    directory.mkdir(parents=True, exist_ok=True)
+    events = [_event("ProfilerStep#5", rank, 0, 0.01) | {"cat": "user_annotation"},
+              _event("aten::linear", rank, 0.001, 0.002) | {"cat": "cpu_op"},
+              _event("aten::addmm", rank, 0.0015, 0.001) | {"cat": "cpu_op"},
+              _event("volta_sgemm_128x64_nn", 0, 0.003, 0.003) | {"cat": "kernel", "tid": 7},
+              _event("Memcpy HtoD (Pageable -> Device)", 0, 0.002, 0.001) | {"cat": "gpu_memcpy", "tid": 7}]
+    (directory / f"{node}-rank{rank}.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+
+
 def write_two_node_job(root) -> None:
     """What a 2-node, 2-ranks-per-node PyTorch job leaves in profiler-output: a minute of system metrics
-    (4 cores, 2 GPUs; algo-2's gpu1 mostly idle) and 150 steps per rank with their phases and data loading;
-    algo-1 loads with 2 workers per rank, algo-2 in the main processes (num_workers=0), and algo-2's step
-    120 is slow."""
+    (4 cores, 2 GPUs; algo-2's gpu1 mostly idle), 150 steps per rank with their phases and data loading,
+    and a detailed trace of step 5 per rank; algo-1 loads with 2 workers per rank, algo-2 in the main
+    processes (num_workers=0), and algo-2's step 120 is slow."""
     for n, node in enumerate(NODES):
         lines = defaultdict(list)
         for i in range(120):
@@ -80,6 +94,7 @@ def write_two_node_job(root) -> None:
             _trace(root, node, rank, int(t * 1e6), events, int(T0 * 1e6))
             if fetched:  # the workers' events in a file of their own, naming the node by the file name only
                 _trace(root, node, rank, int(t * 1e6) + 1, fetched, int(T0 * 1e6))
+            _detailed_trace(root, node, rank)
 
 
 def test_reader_reads_steps_phases_and_dataloader_events_of_every_node_and_rank(tmp_path):
@@ -102,8 +117,10 @@ def test_reader_reads_steps_phases_and_dataloader_events_of_every_node_and_rank(
     assert data.first_timestamp == T0 and len({r["Name"] for r in data.system if r["Type"] == "cpu"}) == 4
 
 
-def report(tmp_path, statuses=()) -> str:
+def report(tmp_path, statuses=(), detailed=True) -> str:
     write_two_node_job(tmp_path)
+    if not detailed:
+        shutil.rmtree(tmp_path / "framework" / "pytorch")
     data = ProfilerReader(str(tmp_path)).read()
     rule = ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={
         "StepOutlier_n_outliers": 0, "LowGPUUtilization_patience": 10, "LoadBalancing_patience": 10})
@@ -119,8 +136,8 @@ def test_report_sections_rules_table_and_charts(tmp_path):
     for section in ("summary", "rules", "system", "framework", "steps", "dataloader"):
         assert f'<h2 id="{section}">' in html, section
     # per node: utilisation, steps, step histogram, dataloading histogram; algo-1: wait vs compute (algo-2 too);
-    # steps vs others, step phases
-    assert html.count("<svg") == 2 * 5 + 2
+    # steps vs others, step phases, CPU vs GPU operators
+    assert html.count("<svg") == 2 * 5 + 3
     rules_table = html[html.index('<h2 id="rules">'):html.index("MyOutliers")]
     rows = re.findall(r"<tr><td>(\w+)</td><td><span class=\"(\w+)\">", rules_table)
     assert len(rows) == 11 and dict(rows)["Dataloader"] == "IssuesFound" and dict(rows)["OverallFrameworkMetrics"] == \
@@ -136,6 +153,20 @@ def test_report_sections_rules_table_and_charts(tmp_path):
     assert "Forward" in html and "Backward(post-forward)" in html and "rest of the step" in html
     assert "MyOutliers" in html and "x &lt;y&gt;" in html  # the job's own statuses, escaped
     assert "initialization / training loop / finalization" in html
+    # Per node 2 ranks' traces: 4 ms of top-level CPU operators (aten::linear), 8 ms on the GPU.
+    assert "operators (4 detailed trace(s)): CPU 33%, GPU 67% of 24.0ms" in html
+    operators = html[html.index('<h3 id="operators">'):html.index('<h2 id="steps">')]
+    assert "CPU vs GPU operator time" in operators
+    assert operators.count("top CPU operators (2 trace(s))") == operators.count("top GPU operators (2 trace(s))") == 2
+    assert "<tr><td>aten::linear</td><td>2</td><td>4.00</td><td>100.0</td></tr>" in operators
+    assert "<tr><td>aten::addmm</td><td>2</td><td>2.00</td><td>50.0</td></tr>" in operators
+    assert "<tr><td>volta_sgemm_128x64_nn</td><td>2</td><td>6.00</td><td>75.0</td></tr>" in operators
+
+
+def test_report_without_detailed_traces_says_so(tmp_path):
+    html = report(tmp_path, detailed=False)
+    assert "No detailed profiling traces: give FrameworkProfile a detailed_profiling_config" in html
+    assert "operator time" not in html and html.count("<svg") == 2 * 5 + 2
 
 
 def test_report_is_one_offline_file(tmp_path):

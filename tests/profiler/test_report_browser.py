@@ -15,7 +15,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run", "--disable-quic"]
 SECTIONS = ["Training job summary", "Rules summary", "System usage", "Framework metrics summary", "Step durations",
             "Data loading"]
-CHARTS = 12  # see test_report.test_report_sections_rules_table_and_charts
+CHARTS = 13  # see test_report.test_report_sections_rules_table_and_charts
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (scripts/setup.sh installs it)")
@@ -44,6 +44,10 @@ def test_report_renders_in_chromium(tmp_path):
                 assert svg.locator("polyline, circle, rect[fill]:not([fill='none'])").count() > 0
             rules = page.locator("#rules + table tr")
             assert rules.count() == 12  # a header and the 11 rules ProfilerReport runs
+            # The top CPU and GPU operators of each node, the kernel names wrapped within the page.
+            operators = page.locator("table.operators").all()
+            assert len(operators) == 4 and all(t.locator("tr").count() >= 2 for t in operators)
+            assert all(t.bounding_box()["width"] <= 1100 for t in operators)
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         finally:
             browser.close()

@@ -242,6 +242,9 @@ def test_overall_framework_metrics_splits_the_step_time_and_never_fires():
     assert round(total["general"]["Backward(post-forward)"], 1) == 50.0
     assert "Forward 25%, Backward(post-forward) 62%, Optimizer 13%" in finding.details
     assert "dataloader wait 13% of the step time" in finding.details  # 0.2 s of 1.5 s
+    assert finding.details.startswith("11 steps, 1.5s of step time on 1 node(s)")
+    short = evaluate("OverallFrameworkMetrics", ProfilerData(steps=steps([0.003] * 12)))
+    assert short.details.startswith("12 steps, 0.036s of step time")  # not 0.0s
 
 
 def test_overall_framework_metrics_drops_operations_under_two_percent():

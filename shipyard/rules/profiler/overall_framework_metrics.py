@@ -63,7 +63,7 @@ def evaluate(data, params: dict, now: float, final: bool) -> Finding:
     stats = {node: metrics(data.step_durations(node), data.framework_events(node), data.operator_traces(node))
              for node in data.nodes}
     total = stats["all"] = metrics(data.steps, data.events, data.operators)
-    parts = [f"{len(data.steps)} steps, {total['step_time']:.1f}s of step time on {len(data.nodes)} node(s)"]
+    parts = [f"{len(data.steps)} steps, {total['step_time']:.3g}s of step time on {len(data.nodes)} node(s)"]
     if total["phases"]:
         parts.append(", ".join(f"{name} {share:.0f}%" for name, share in shares(total["phases"]).items()))
     if total["step_time"] and total["dataloader_wait"]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shipyard.debugger.storage import INDEX_DIR
+from shipyard.debugger.storage import parse_index_key
 from shipyard.debugger.trial import debug_output_uri
 
 CONFIG_FILE = "debughookconfig.json"
@@ -40,10 +40,16 @@ def start(settings: dict, config, config_dir: Path):
     local = _local(settings["LocalPath"], config.base)
     local.mkdir(parents=True, exist_ok=True)
     (config_dir / CONFIG_FILE).write_text(json.dumps({**settings, "LocalPath": str(local)}))
-    # An uploaded index names a complete step (storage.py): it goes up after the tensors it names.
-    sync = CheckpointSync(local, settings["S3OutputPath"], last=lambda rel: rel.startswith(f"{INDEX_DIR}/"))
+    # An uploaded index names a complete step (storage.py): it goes up after the tensors it names, and a
+    # step's indexes (one per worker) before the next step's.
+    sync = CheckpointSync(local, settings["S3OutputPath"], last=_index_step)
     sync.start()
     return sync
+
+
+def _index_step(rel: str) -> str | None:
+    key = parse_index_key(rel)
+    return f"{key[0]:012d}" if key else None
 
 
 def script_environment(_settings: dict, base: str) -> dict[str, str]:

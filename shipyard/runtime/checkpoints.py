@@ -85,13 +85,14 @@ class CheckpointSync:
         interval: float = 1.0,
         on_event: Callable[[str, dict], None] | None = None,
         max_failures: int = 5,
-        last: Callable[[str], bool] | None = None,
+        last: Callable[[str], str | None] | None = None,
     ) -> None:
-        """`last(rel)`: files that go up after every other file of their round, one at a time in name
-        order, and only when nothing failed before them (an index naming files uploaded before it)."""
+        """`last(rel)`: a key for files that go up after every other file of their round, group by group
+        in key order (a group's files together), and only while nothing failed before them (an index
+        naming files uploaded before it); None for the others."""
         self.local_dir, self.uri = Path(local_dir), uri
         self.interval, self.on_event, self.max_failures = interval, on_event, max(1, max_failures)
-        self.last = last or (lambda _rel: False)
+        self.last = last or (lambda _rel: None)
         self._synced: dict[str, Stat] = {}  # what the remote holds from us (as of that local stat)
         self._prev: dict[str, Stat] = {}  # the previous scan, for the stability rule
         self._replaced: dict[str, int] = {}  # scans in a row that saw a file replaced
@@ -153,8 +154,12 @@ class CheckpointSync:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        with self._lock:
-            self._release()
+        # Not behind a round still running (a flush that timed out): that round releases them itself.
+        if self._lock.acquire(blocking=False):
+            try:
+                self._release()
+            finally:
+                self._lock.release()
 
     def flush(self, timeout: float) -> bool:
         """One full sync now, unstable files included; True when every local file is uploaded."""
@@ -186,19 +191,26 @@ class CheckpointSync:
         Never raises; True when nothing failed and nothing is left to upload or delete."""
         with self._lock:
             try:
-                errors, pending = self._sync(final)
-            except Exception as exc:  # listing the local dir, resolving the URI, ...
-                errors, pending = [f"{type(exc).__name__}: {exc}"], -1
-            if errors:
-                self._failures += 1
-                if self._failures == self.max_failures:
-                    self._emit("checkpoint_sync_failed", {"uri": self.uri, "failures": self._failures,
-                                                          "error": errors[0][:500], "errors": len(errors)})
-                return False
-            if self._failures >= self.max_failures:
-                self._emit("checkpoint_sync_recovered", {"uri": self.uri, "failures": self._failures})
-            self._failures = 0
-            return pending == 0
+                return self._round(final)
+            finally:
+                if self._stop.is_set():  # stop() did not wait for this round: its descriptors go now
+                    self._release()
+
+    def _round(self, final: bool) -> bool:
+        try:
+            errors, pending = self._sync(final)
+        except Exception as exc:  # listing the local dir, resolving the URI, ...
+            errors, pending = [f"{type(exc).__name__}: {exc}"], -1
+        if errors:
+            self._failures += 1
+            if self._failures == self.max_failures:
+                self._emit("checkpoint_sync_failed", {"uri": self.uri, "failures": self._failures,
+                                                      "error": errors[0][:500], "errors": len(errors)})
+            return False
+        if self._failures >= self.max_failures:
+            self._emit("checkpoint_sync_recovered", {"uri": self.uri, "failures": self._failures})
+        self._failures = 0
+        return pending == 0
 
     def _scan(self) -> dict[str, Stat]:
         found: dict[str, Stat] = {}
@@ -210,6 +222,8 @@ class CheckpointSync:
             except FileNotFoundError:
                 continue
             for e in entries:
+                if e.name.startswith(".nfs"):
+                    continue  # NFS keeps a deleted file that is still open (ours, held) under such a name
                 name = f"{rel}{e.name}"
                 try:
                     if e.is_dir(follow_symlinks=False):
@@ -289,8 +303,11 @@ class CheckpointSync:
             return final or prev.get(rel) == st or self._replaced.get(rel, 0) >= STARVED_SCANS
 
         ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
-        files = [r for r in ready if not _marked_dir(r) and not self.last(r)]
-        later = sorted((r for r in ready if self.last(r)), key=_natural)
+        later: dict[str, list[str]] = {}
+        for r in ready:
+            if (key := self.last(r)) is not None:
+                later.setdefault(key, []).append(r)
+        files = [r for r in ready if not _marked_dir(r) and self.last(r) is None]
         gone = [r for r in synced if r not in now]
 
         # A. Before files of a remotely marked directory change, take its remote marker away; then
@@ -313,8 +330,8 @@ class CheckpointSync:
             group = [r for r in synced.keys() | now.keys() if _under(r, d) and r != m]
             if all(synced.get(r) == now.get(r) for r in group):
                 each(upload, [m])
-        for rel in later if not errors else []:
-            if not each(upload, [rel]):
+        for key in sorted(later, key=_natural) if not errors else []:
+            if len(each(upload, later[key])) < len(later[key]):
                 break
 
         # C. A checkpoint whose marker went away locally (rotation) stays remote while a newer marked

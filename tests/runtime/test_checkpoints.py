@@ -234,10 +234,12 @@ def test_last_files_go_up_after_the_others_and_not_after_a_failure(tmp_path):
     """The debugger's index files (`last`): after every other file of the round, in name order; none
     while an upload before them failed, so the remote never has an index naming a missing file."""
     local, remote, events = tmp_path / "local", tmp_path / "remote", Events()
-    sync = CheckpointSync(local, f"file://{remote}", on_event=events, last=lambda rel: rel.startswith("index/"))
+    sync = CheckpointSync(local, f"file://{remote}", on_event=events,
+                          last=lambda rel: rel[6:9] if rel.startswith("index/") else None)
     for step in (10, 9):
         write(local / "tensors" / f"{step:03d}.npz", b"t" * step)
-        write(local / "index" / f"{step:03d}.json", b"{}")
+        for worker in (0, 1):
+            write(local / "index" / f"{step:03d}_{worker}.json", b"{}")
     (remote / "tensors" / "010.npz").mkdir(parents=True)  # a file cannot be uploaded over a directory
     sync.sync_once()
     sync.sync_once()
@@ -246,7 +248,26 @@ def test_last_files_go_up_after_the_others_and_not_after_a_failure(tmp_path):
     (remote / "tensors" / "010.npz").rmdir()
     assert sync.flush(timeout=30)
     uploaded = [f["path"] for f in events.named("checkpoint_uploaded")]
-    assert uploaded == ["tensors/009.npz", "tensors/010.npz", "index/009.json", "index/010.json"]
+    assert uploaded[:2] == ["tensors/009.npz", "tensors/010.npz"]
+    # a step's files together (in parallel, any order), then the next step's
+    assert [set(uploaded[2:4]), set(uploaded[4:])] == [{"index/009_0.json", "index/009_1.json"},
+                                                       {"index/010_0.json", "index/010_1.json"}]
+
+
+def test_finish_keeps_its_timeout_when_an_upload_hangs(tmp_path, monkeypatch):
+    """The agent's final sync is bounded: a round stuck in an upload does not hold finish() (nor stop())
+    past the timeout."""
+    gate = threading.Event()
+    monkeypatch.setattr(transfer, "upload_file", lambda *args, **kwargs: gate.wait(60))
+    sync = CheckpointSync(tmp_path / "local", f"file://{tmp_path / 'remote'}")
+    write(tmp_path / "local" / "model.pt", b"x")
+    done: list[bool] = []
+    finisher = threading.Thread(target=lambda: done.append(sync.finish(timeout=0.2)))
+    finisher.start()
+    finisher.join(20)
+    stuck = finisher.is_alive()
+    gate.set()
+    assert not stuck and done == [False]
 
 
 def test_marker_uploaded_after_its_files(remote, tmp_path):

@@ -29,7 +29,6 @@ MAX_FAILURE_REASON = 1024
 # An instance whose error only says a peer went away failed because another one did (its collective
 # broke): the controller waits this long for the instance that failed for a reason of its own.
 CAUSE_WAIT_SECONDS = 2.0
-PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited")
 HANG_CHECK_SECONDS = 2.0
 WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what is new
 
@@ -235,8 +234,8 @@ class JobController:
                 self.exit_order.append(instance.host)
 
     def _first_cause(self) -> str:
-        """The failed host to name: the first to fail, unless its error only says a peer went away (PEER_LOST)
-        and another fails for a reason of its own within CAUSE_WAIT_SECONDS."""
+        """The failed host to name: the first to fail, unless its error only says a peer went away
+        (runtime/failure.py) and another fails for a reason of its own within CAUSE_WAIT_SECONDS."""
         deadline = time.monotonic() + CAUSE_WAIT_SECONDS
         while True:
             failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
@@ -247,8 +246,10 @@ class JobController:
             self._poll_exits()
 
     def _peer_lost(self, host: str) -> bool:
+        from shipyard.runtime.failure import only_peer_lost
+
         instance = next(i for i in self.instances if i.host == host)
-        return not instance.lost_reason and any(text in self._failure_reason(host) for text in PEER_LOST)
+        return not instance.lost_reason and only_peer_lost(self._failure_reason(host))
 
     def _failure(self, host: str) -> tuple[str, str]:
         from shipyard.control.retries import may_retry
@@ -263,10 +264,11 @@ class JobController:
             return "retry", reason
         return "failed", reason
 
-    def _read_events(self) -> None:
+    def _read_events(self, phases: bool = True) -> None:
         for host, reader in self.readers.items():
             for event in reader.read():
-                self._on_event(host, event)
+                if phases or event.get("event") != "phase":
+                    self._on_event(host, event)
 
     def _max_wait_spent(self) -> bool:
         return self.spec.max_wait is not None and time.time() - self.first_started_at > self.spec.max_wait
@@ -435,7 +437,9 @@ class JobController:
         for instance in instances:
             if instance.poll() is None:
                 instance.kill()
-        self._read_events()  # what the instances said while they ended (a flush that fell short, ...)
+        # What the instances said while they ended (a flush that fell short, ...); a late phase event must
+        # not move the job's status back from Stopping or Interrupted.
+        self._read_events(phases=False)
 
     def _kill_all(self) -> None:
         for instance in self.instances:

@@ -17,6 +17,21 @@ _TAIL_BYTES = 16384
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\b")
 # torchrun prints a rank's traceback with this prefix, then its own, which says only that a child failed.
 _RANK_ERROR_LINE = re.compile(r"^\[rank\d+\]: (\w+\.)*\w*(Error|Exception|Interrupt)\b")
+# What a rank's error says when it failed only because a peer went away (its collective broke).
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited")
+
+
+def _peer_lost(line: str) -> bool:
+    return any(text in line for text in PEER_LOST)
+
+
+def only_peer_lost(message: str) -> bool:
+    """Whether a failure message's error (the first exception line of its ErrorMessage, or of the whole
+    message without one) says only that a peer went away."""
+    for line in message.split('ErrorMessage "', 1)[-1].splitlines():
+        if _RANK_ERROR_LINE.match(line) or _ERROR_LINE.match(line):
+            return _peer_lost(line)
+    return False
 
 
 def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
@@ -24,7 +39,9 @@ def error_excerpt(log: Path, start: int = 0, max_lines: int = 20) -> str:
         f.seek(max(start, f.seek(0, 2) - _TAIL_BYTES))
         lines = f.read().decode(errors="replace").splitlines()
     lines = [line for line in lines if " shipyard-agent " not in line]
-    lead = [line for line in lines if _RANK_ERROR_LINE.match(line)][-1:]  # the rank's own exception first
+    # A rank's own exception first: the first that failed for its own reason, else the first.
+    ranks = [line for line in lines if _RANK_ERROR_LINE.match(line)]
+    lead = ([line for line in ranks if not _peer_lost(line)] or ranks)[:1]
     excerpt = lines[-max_lines:]
     tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     if tracebacks:

@@ -70,13 +70,17 @@ def test_failure_names_the_cause_not_the_peer_whose_collective_broke(home, tmp_p
     later for a reason of its own, is the one named."""
     source = _source(tmp_path, {"train.py": """
         import os, time
+        ready = os.environ["READY_FILE"]  # both scripts run before either fails (instances start apart)
         if os.environ["SM_CURRENT_HOST"] == "algo-1":
+            while not os.path.exists(ready):
+                time.sleep(0.05)
             raise RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.1.2]:4321")
+        open(ready, "w").close()
         time.sleep(0.8)
         raise MemoryError("the cause, on purpose")
     """})
     with pytest.raises(UnexpectedStatusError) as failure:
-        _estimator(source, instance_count=2).fit(logs=False)
+        _estimator(source, instance_count=2, environment={"READY_FILE": str(tmp_path / "ready")}).fit(logs=False)
     reason = failure.value.reason
     assert reason.startswith("AlgorithmError: algo-2: ExecuteUserScriptError") and "the cause, on purpose" in reason
 

@@ -186,8 +186,9 @@ class ProfilerReader:
         self._traces: dict[str, tuple[list[StepEvent], list[FrameworkEvent]]] = {}
         self._operators: dict[str, OperatorTrace] = {}
 
-    def read(self) -> ProfilerData:
-        """Everything under the URI now, reading only files that are new or changed."""
+    def read(self, operators: bool = True) -> ProfilerData:
+        """Everything under the URI now, reading only files that are new or changed. `operators`: parse the
+        detailed torch.profiler traces too (large on a GPU: the rules want them only at the end)."""
         from shipyard.storage.uri import filesystem
 
         fs, root = filesystem(self.uri)
@@ -203,7 +204,7 @@ class ProfilerReader:
             # Python stats are not read. A detailed trace is written once, whole, so it is parsed once and
             # only its sums are kept.
             if (not system and not detailed and not rel.startswith(FRAMEWORK_DIR + "/")) or not rel.endswith(".json") \
-                    or self._sizes.get(rel) == size:
+                    or self._sizes.get(rel) == size or (detailed and not operators):
                 continue
             try:
                 with fs.open(name, "r") as f:
@@ -211,7 +212,12 @@ class ProfilerReader:
                 if system:
                     self._system[rel] = parse_system(text)
                 elif detailed:
-                    self._operators[rel] = parse_detailed_trace(text, rel)
+                    try:
+                        self._operators[rel] = parse_detailed_trace(text, rel)
+                    except ValueError:
+                        raise  # not whole yet: read again next time
+                    except Exception:  # a trace torch wrote in a shape we do not know: no operators from it
+                        self._operators.pop(rel, None)
                 else:
                     self._traces[rel] = parse_trace(text, node_of_trace(rel))
             except (OSError, ValueError):

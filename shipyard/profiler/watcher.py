@@ -37,7 +37,7 @@ class ProfilerRulesWatcher:
             store.set_rule_status(self.job, "profiler", rule.name, "InProgress")
 
     def _evaluate(self, final: bool) -> StopRequest | None:
-        data, now, request = self.reader.read(), time.time(), None
+        data, now, request = self.reader.read(operators=final), time.time(), None  # operators: end only
         for rule in self.rules:
             if rule.name in self.fired or rule.name in self.failed:
                 continue  # IssuesFound stays, as on SageMaker

@@ -92,6 +92,16 @@ def test_a_gpu_kernel_in_the_trace_counts_as_gpu(real_trace, tmp_path):
          "share": pytest.approx(100 * 0.5 / 3.5)}]
 
 
+def test_rules_read_traces_only_at_the_end_and_an_odd_trace_costs_only_itself(real_trace, tmp_path):
+    """Traces can be hundreds of MB on a GPU: the watcher's polls skip them (operators=False). A trace in
+    a shape we do not know gives no operators and breaks nothing else."""
+    reader = ProfilerReader(real_trace)
+    assert reader.read(operators=False).operators == [] and len(reader.read().operators) == 1
+    (tmp_path / TRACE).parent.mkdir(parents=True)
+    (tmp_path / TRACE).write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "x"}]}))  # no ts
+    assert ProfilerReader(str(tmp_path)).read().operators == []
+
+
 def _op(name, ts, dur, tid=1, cat="cpu_op") -> dict:
     return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": tid, "ts": ts, "dur": dur}
 

@@ -7,12 +7,13 @@ Each process writes `<SHIPYARD_HEARTBEAT_DIR>/<pid>.json` every few seconds from
 
 `progress_time` is when the process last moved: an optimizer step (a global post-step hook, registered
 once torch.optim is imported), its main thread seen somewhere new (so evaluation, data loading and
-checkpointing count as moving) or its child processes using CPU (a rank waiting for `tar` or a download
-tool while the others wait for it is busy, not hung); `steps` counts optimizer steps; `collective` says
-whether the main thread is inside torch.distributed or autograd, where a rank waits for the others;
-`where` is the innermost frame of the script's own code. When no rank has moved for the job's hang timeout, the
-ranks that are *not* waiting in a collective, or that stopped beating, are the ones that hung
-(control/hangs.py). Only training ranks (processes with RANK set, as torchrun starts them) beat."""
+checkpointing count as moving) or, while its main thread waits for a child process (subprocess,
+multiprocessing), the children using CPU (a rank waiting for `tar` or a download tool while the others
+wait for it is busy, not hung; a busy helper beside a stuck main thread does not hide the hang);
+`steps` counts optimizer steps; `collective` says whether the main thread is inside torch.distributed
+or autograd, where a rank waits for the others; `where` is the innermost frame of the script's own
+code. When no rank has moved for the job's hang timeout, the ranks that are *not* waiting in a
+collective, or that stopped beating, are the ones that hung (control/hangs.py). Only training ranks (processes with RANK set, as torchrun starts them) beat."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ CHILD_CPU_SECONDS = 0.05
 # Frames from these files mean the process is waiting for the other ranks.
 _COLLECTIVE_MARKERS = ("torch/distributed/", "torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/")
 _LIBRARY_MARKERS = ("/site-packages/", "/lib/python3", "shipyard/runtime/")
+# Frames from these files mean the main thread waits for a child process.
+_CHILD_WAIT_MARKERS = ("/subprocess.py", "/multiprocessing/")
 # Called after (and before) every optimizer step, through the one global post-step (and pre-step) hook of
 # this process: the profiler's step times and phases.
 _step_listeners: list = []
@@ -99,9 +102,10 @@ class Heartbeat:
         busy, self.children_cpu = used > self.children_cpu + CHILD_CPU_SECONDS, used
         return busy
 
-    def _where(self) -> tuple[bool, str]:
+    def _where(self) -> tuple[bool, bool, str]:
+        """(in a collective, waiting for a child process, the script's innermost frame)"""
         frame = sys._current_frames().get(self.main)
-        collective, where = False, ""
+        collective, child, where = False, False, ""
         seen = (frame.f_code, frame.f_lineno, self.steps) if frame is not None else ()
         if seen != self.last_seen:
             self.last_seen, self.progress_time = seen, time.time()
@@ -109,17 +113,19 @@ class Heartbeat:
             filename = frame.f_code.co_filename.replace(os.sep, "/")
             if any(marker in filename for marker in _COLLECTIVE_MARKERS):
                 collective = True
+            if any(marker in filename for marker in _CHILD_WAIT_MARKERS):
+                child = True
             if not where and not any(marker in filename for marker in _LIBRARY_MARKERS):
                 where = f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
             frame = frame.f_back
-        return collective, where
+        return collective, child, where
 
     def beat(self) -> None:
         hook_optimizer()
-        collective, where = self._where()
+        collective, child, where = self._where()
         # Only while the main thread stands still: listing children reads all of /proc, which a training
         # loop that moves need not pay for.
-        if time.time() - self.progress_time > INTERVAL_SECONDS / 2 and self._children_busy():
+        if child and time.time() - self.progress_time > INTERVAL_SECONDS / 2 and self._children_busy():
             self.progress_time = time.time()
         record = {
             "host": os.environ.get("SM_CURRENT_HOST", ""), "pid": os.getpid(),

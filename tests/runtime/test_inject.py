@@ -33,18 +33,29 @@ def test_training_process_beats_and_other_sitecustomize_still_runs(tmp_path):
     assert beat["where"] in ("<string>:3 in waiting", "<string>:4 in waiting")
 
 
+def _last_beat_with_a_busy_child(tmp_path, main: str) -> dict:
+    """The last heartbeat of a rank that starts a child using a core for 3 s (`child`), then does `main`."""
+    beats = tmp_path / "beats"
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_HEARTBEAT_DIR": str(beats),
+           "SHIPYARD_HEARTBEAT_INTERVAL": "0.5", "RANK": "0"}  # a loaded machine still gives the child 10 %
+    busy = "import time\nend = time.time() + 3\nwhile time.time() < end: pass\n"
+    script = (f"import os, subprocess, sys, time\nenv = dict(os.environ)\ndel env['RANK']  # the child does not beat\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {busy!r}], env=env)\n{main}\nos._exit(0)\n")
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    (beat,) = [json.loads(p.read_text()) for p in beats.glob("*.json")]
+    return beat
+
+
 def test_a_rank_waiting_for_a_busy_child_process_is_moving(tmp_path):
     """Its main thread sits at one line (subprocess's wait), yet the child's CPU is progress: a rank
     running `tar` while the others wait is not hung."""
-    beats = tmp_path / "beats"
-    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_HEARTBEAT_DIR": str(beats),
-           "SHIPYARD_HEARTBEAT_INTERVAL": "0.1", "RANK": "0"}
-    busy = "import time\nend = time.time() + 2\nwhile time.time() < end: pass\n"
-    script = (f"import os, subprocess, sys\nenv = dict(os.environ)\ndel env['RANK']  # the child: no rank, no beat\n"
-              f"subprocess.run([sys.executable, '-c', {busy!r}], env=env)\nos._exit(0)\n")
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
-    (beat,) = [json.loads(p.read_text()) for p in beats.glob("*.json")]
-    assert beat["time"] - beat["progress_time"] < 0.5, beat  # ~2 s (since the wait began) without it
+    beat = _last_beat_with_a_busy_child(tmp_path, "child.wait()")
+    assert beat["time"] - beat["progress_time"] < 1.0, beat  # >= 2.5 s (since the wait began) without it
+
+
+def test_a_busy_child_does_not_hide_a_main_thread_stuck_elsewhere(tmp_path):
+    beat = _last_beat_with_a_busy_child(tmp_path, "time.sleep(2.8)")
+    assert beat["time"] - beat["progress_time"] > 1.5, beat
 
 
 def test_processes_without_a_rank_do_not_beat(tmp_path):

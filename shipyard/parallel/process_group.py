@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from shipyard.errors import ValidationError
 from shipyard.parallel.config import ParallelConfig, from_environment
+from shipyard.runtime import process_group_exit
 from shipyard.spec.smdistributed import PARAMETERS
 
 DEFAULT_PORT = 29500
@@ -55,6 +56,7 @@ def init(backend: str | None = None, timeout_seconds: float = 1800) -> None:
     """Join (or, with no launcher, create) the default process group. Idempotent."""
     if dist.is_initialized():
         return
+    process_group_exit.install()  # scripts run outside a job too
     chosen = choose_backend(from_environment(), backend)
     variables = _launcher_env(os.environ)
     timeout = timedelta(seconds=timeout_seconds)

@@ -34,6 +34,21 @@ def test_init_from_the_launchers_variables(tmp_path, launcher):
         assert f"rank={rank} world=2 sum=3 backend=gloo" in output
 
 
+AT_EXIT = """
+import atexit, torch.distributed as dist
+atexit.register(lambda: print("initialized at exit:", dist.is_initialized()))  # runs after init()'s handler
+import shipyard.parallel as sp
+sp.init()
+"""
+
+
+def test_a_gloo_group_is_destroyed_at_exit_before_the_interpreter_is_torn_down():
+    """Left to the interpreter's teardown, gloo can abort the process (SIGABRT) after the script ended."""
+    result = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0 and "initialized at exit: False" in result.stdout, result.stderr
+
+
 def test_init_without_a_launcher_is_a_world_of_one():
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120,
                             env={"PATH": "/usr/bin:/bin"})

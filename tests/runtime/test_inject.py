@@ -58,6 +58,19 @@ def test_a_busy_child_does_not_hide_a_main_thread_stuck_elsewhere(tmp_path):
     assert beat["time"] - beat["progress_time"] > 1.5, beat
 
 
+def test_a_jobs_gloo_group_is_destroyed_at_exit(tmp_path):
+    """A script that never calls destroy_process_group(): the group goes while the interpreter is whole."""
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_INSTANCE_DIR": str(tmp_path)}
+    # The handler runs after the script's own atexit handlers (registered first): seen through the call.
+    script = ("import torch.distributed as dist\n"
+              "destroy = dist.destroy_process_group\n"
+              "def seen(*args):\n    destroy(*args)\n    print('destroyed at exit:', not dist.is_initialized())\n"
+              "dist.destroy_process_group = seen\n"
+              "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "destroyed at exit: True" in done.stdout, done.stderr
+
+
 def test_processes_without_a_rank_do_not_beat(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_HEARTBEAT_DIR": str(tmp_path / "beats")}
     env.pop("RANK", None)

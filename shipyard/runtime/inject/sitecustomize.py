@@ -7,7 +7,9 @@ changes to the script:
 - reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs;
 - marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
 - saves tensors when the job asks for debugging (shipyard.debugger.hook);
-- records step times when the job asks for framework profiling (shipyard.profiler.steps).
+- records step times when the job asks for framework profiling (shipyard.profiler.steps);
+- destroys a gloo process group at exit, before the interpreter's teardown can abort the process
+  (shipyard.runtime.process_group_exit).
 
 Any other sitecustomize on the path still runs."""
 
@@ -25,8 +27,9 @@ if os.environ.get("SHIPYARD_LINE_BUFFERED"):
         except (AttributeError, ValueError):  # replaced or closed streams
             pass
 # (environment variable the agent sets, module whose install() to call, what it is): each only when the
-# job asks for it, and a monitoring aid that fails never stops the script from running.
+# job asks for it (SHIPYARD_INSTANCE_DIR: every job), and an aid that fails never stops the script.
 for _variable, _module, _what in (
+    ("SHIPYARD_INSTANCE_DIR", "shipyard.runtime.process_group_exit", "process group cleanup at exit"),
     ("SHIPYARD_CHECKPOINT_WATCH", "shipyard.runtime.resume_check", "checkpoint read check"),
     ("SHIPYARD_HEARTBEAT_DIR", "shipyard.runtime.heartbeat", "heartbeat"),
     ("SMDEBUG_CONFIG_FILE_PATH", "shipyard.debugger.hook", "debugger hook"),

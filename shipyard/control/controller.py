@@ -237,9 +237,13 @@ class JobController:
         """The failed host to name: the first to fail, unless its error only says a peer went away
         (runtime/failure.py) and another fails for a reason of its own within CAUSE_WAIT_SECONDS."""
         deadline = time.monotonic() + CAUSE_WAIT_SECONDS
+        peer_lost: dict[str, bool] = {}  # each host's failure read once
         while True:
             failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
-            causes = [h for h in failed if not self._peer_lost(h)]
+            for host in failed:
+                if host not in peer_lost:
+                    peer_lost[host] = self._peer_lost(host)
+            causes = [h for h in failed if not peer_lost[h]]
             if causes or time.monotonic() >= deadline or len(self.exit_codes) == len(self.instances):
                 return (causes or failed)[0]
             time.sleep(POLL_SECONDS)

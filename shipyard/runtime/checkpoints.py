@@ -303,11 +303,13 @@ class CheckpointSync:
             return final or prev.get(rel) == st or self._replaced.get(rel, 0) >= STARVED_SCANS
 
         ready = [r for r, st in now.items() if synced.get(r) != st and settled(r, st)]
+        files: list[str] = []
         later: dict[str, list[str]] = {}
         for r in ready:
             if (key := self.last(r)) is not None:
                 later.setdefault(key, []).append(r)
-        files = [r for r in ready if not _marked_dir(r) and self.last(r) is None]
+            elif not _marked_dir(r):
+                files.append(r)
         gone = [r for r in synced if r not in now]
 
         # A. Before files of a remotely marked directory change, take its remote marker away; then

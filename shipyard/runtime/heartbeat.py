@@ -13,7 +13,8 @@ wait for it is busy, not hung; a busy helper beside a stuck main thread does not
 `steps` counts optimizer steps; `collective` says whether the main thread is inside torch.distributed
 or autograd, where a rank waits for the others; `where` is the innermost frame of the script's own
 code. When no rank has moved for the job's hang timeout, the ranks that are *not* waiting in a
-collective, or that stopped beating, are the ones that hung (control/hangs.py). Only training ranks (processes with RANK set, as torchrun starts them) beat."""
+collective, or that stopped beating, are the ones that hung (control/hangs.py). Only training ranks
+(processes with RANK set, as torchrun starts them) beat."""
 
 from __future__ import annotations
 

@@ -2,10 +2,16 @@
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench clean distclean
+.PHONY: setup lock demo test gpu-check bench clean distclean
 
 setup:
 	@bash scripts/setup.sh
+
+# Refresh requirements-dev.lock: the newest versions that satisfy pyproject.toml's dev extra (and torch's
+# pin in constraints-dev.txt); the next setup rebuilds .venv from it. Commit the lock with what needed it.
+lock: setup
+	CUSTOM_COMPILE_COMMAND="make lock" $(PYTHON) -m piptools compile -q --upgrade --allow-unsafe --strip-extras --extra dev \
+		--no-emit-index-url --no-emit-find-links -c constraints-dev.txt -o requirements-dev.lock pyproject.toml
 
 demo: setup
 	$(PYTHON) examples/demo/run_demo.py
@@ -13,6 +19,11 @@ demo: setup
 # pytest exits 5 when it collects no tests; that is not a failure of the suite.
 test: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+# The tests that need an NVIDIA GPU (tests/gpu, real jobs on local_gpu, NCCL, NVML, CUDA traces, fp16/bf16,
+# DeepSpeed): run them on a machine with one and a CUDA build of torch; without, each skips saying why.
+gpu-check: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rs -m gpu tests/gpu || [ $$? -eq 5 ]
 
 bench: setup
 	$(PYTHON) benchmarks/run.py

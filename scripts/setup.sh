@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what is missing for shipyard: Debian packages, the .venv, the editable install with dev extras.
-# Idempotent, and about a second when everything is present (a stamp keyed on the dependency files).
+# Idempotent, and about a second when everything is present (stamps keyed on the lock and pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 # profiling report is checked in (Playwright drives Debian's build; it never downloads its own).
 APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev chromium"
 VENV=.venv
+LOCK=requirements-dev.lock  # every dev/test package at an exact version (make lock refreshes it)
 STAMP_DIR="$VENV/.shipyard-setup"
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -63,22 +64,38 @@ else
     say "warning: not a Debian system; make sure these are installed: $APT_PACKAGES"
 fi
 
-# --- virtualenv ---
+# --- virtualenv: exactly the lock file's packages ---
+# A venv made from another lock (or by an older setup) is rebuilt from scratch rather than patched, so
+# nothing it had beyond the lock survives. The editable install of shipyard itself is redone when
+# pyproject.toml changes; `pip check` then fails if the lock no longer satisfies it (refresh: make lock).
+lock_key=$(sha256sum "$LOCK" | cut -c1-16)
+project_key=$(sha256sum pyproject.toml | cut -c1-16)
+if [ -x "$VENV/bin/python" ] && [ ! -f "$STAMP_DIR/lock-$lock_key" ]; then
+    say "rebuilding $VENV: it was not made from the current $LOCK"
+    rm -rf "$VENV"
+    PYTHON=$(pick_python)
+fi
 if [ ! -x "$VENV/bin/python" ]; then
     say "creating $VENV with $PYTHON"
     "$PYTHON" -m venv "$VENV"
 fi
-
-# --- Python packages: reinstalled only when the dependency files change ---
-key=$(cat pyproject.toml constraints-dev.txt | sha256sum | cut -c1-16)
-if [ ! -f "$STAMP_DIR/$key" ]; then
-    say "installing shipyard and dev dependencies into $VENV (the first run takes a few minutes)"
-    # The pip a venv starts with (23.x) gives up resolving s3fs/fsspec/botocore; a current one does not.
-    "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check \
-        -c constraints-dev.txt -e '.[dev]'
+# -qq: errors only (a machine's pip configuration can add a warning per package, e.g. an index folder it lacks).
+pip_install() { "$VENV/bin/python" -m pip install -qq --no-input --disable-pip-version-check "$@"; }
+if [ ! -f "$STAMP_DIR/lock-$lock_key" ]; then
+    say "installing the locked dev dependencies into $VENV (the first run takes a few minutes)"
+    # --no-deps: the lock is the whole set; anything missing from it is reported by pip check below.
+    pip_install --no-deps -r "$LOCK"
     rm -rf "$STAMP_DIR"
     mkdir -p "$STAMP_DIR"
-    touch "$STAMP_DIR/$key"
+    touch "$STAMP_DIR/lock-$lock_key"
+fi
+if [ ! -f "$STAMP_DIR/project-$project_key" ]; then
+    pip_install --no-deps --no-build-isolation -e .
+    "$VENV/bin/python" -m pip check >/dev/null || {
+        "$VENV/bin/python" -m pip check >&2
+        die "$LOCK does not satisfy pyproject.toml: refresh it with 'make lock'"
+    }
+    rm -f "$STAMP_DIR"/project-*
+    touch "$STAMP_DIR/project-$project_key"
 fi
 say "ready ($VENV/bin/python)"

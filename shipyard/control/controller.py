@@ -426,7 +426,7 @@ class JobController:
             return f"AlgorithmError: {host}: {text}"
         from shipyard.runtime.failure import error_excerpt
 
-        excerpt = error_excerpt(Path(instance.plan.config.log_path), max_lines=10)
+        excerpt = error_excerpt(Path(instance.plan.config.log_path), budget=600)
         return f"InternalServerError: {host}: the instance exited with code {code} and no failure file\n{excerpt}"
 
     def _shutdown(self, grace: float, instances: list | None = None) -> None:

@@ -5,12 +5,15 @@
   so every line names its host; only the tag mpirun puts at the start of a line, never text of the
   rank's own that looks like one;
 - the rank that failed first is the one mpirun names (MPI_ABORT, a non-zero exit, a signal), else the
-  first rank that printed a traceback; its last lines make the failure message."""
+  first rank that printed a traceback; the excerpt of its lines (runtime/failure.py) makes the failure
+  message."""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict, deque
+
+from shipyard.runtime.failure import excerpt
 
 _NODE = re.compile(r"Data for node: (\S+)")
 _MAPPED_RANK = re.compile(r"Process OMPI jobid: \[\d+,\d+\] App: \d+ Process rank: (\d+)")
@@ -21,7 +24,6 @@ _FAILED_RANK = (
     re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal"),
 )
 _TRACEBACK = "Traceback (most recent call last)"
-EXCERPT_LINES = 12
 _KEPT_LINES = 200
 
 
@@ -68,11 +70,6 @@ class MpiOutput:
         rank = self.culprit()
         if rank is None:
             return None
-        lines = list(self.lines.get(rank, ()))
-        starts = [i for i, text in enumerate(lines) if text.startswith(_TRACEBACK)]
-        excerpt = lines[starts[-1]:] if starts else lines[-EXCERPT_LINES:]
-        if len(excerpt) > EXCERPT_LINES:  # the exception line first, then the innermost frames
-            excerpt = [excerpt[-1], *excerpt[-EXCERPT_LINES + 1:]]
         host = self.hosts.get(rank, "an unknown host")
-        error = "\n".join([f"MPI rank {rank} on {host} failed first:", *excerpt])
+        error = f"MPI rank {rank} on {host} failed first:\n{excerpt(list(self.lines.get(rank, ())))}"
         return f'ExecuteUserScriptError:\nExitCode {code}\nErrorMessage "{error}"\nCommand "{" ".join(argv)}"'

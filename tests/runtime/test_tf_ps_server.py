@@ -24,8 +24,15 @@ def _start(task_index: int, master: socket.socket) -> subprocess.Popen:
     env = {**os.environ, "TF_CONFIG": json.dumps(config), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.Popen([sys.executable, "-m", "shipyard.runtime.launchers.parameter_server"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = proc.stdout.readline()
-    assert line.startswith(f"parameter server ps:{task_index} listening on {ps[task_index]}"), line
+    # TensorFlow prints its own lines first (absl's notice, oneDNN's), how many depends on its version.
+    listening = f"parameter server ps:{task_index} listening on {ps[task_index]}"
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(listening):
+            break
+    else:
+        raise AssertionError(f"the server ended without {listening!r}: {''.join(seen)}")
     socket.create_connection(("127.0.0.1", int(ps[task_index].rpartition(":")[2])), timeout=5).close()
     return proc
 

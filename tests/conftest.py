@@ -7,6 +7,16 @@ import urllib.request
 import pytest
 
 
+def pytest_runtest_setup(item):
+    """`@pytest.mark.sandbox` tests run only where bubblewrap works (the probe the backend itself uses),
+    not merely where it is installed: a container without user namespaces skips them, saying why."""
+    if item.get_closest_marker("sandbox"):
+        from shipyard.backends.sandbox import bwrap_problem
+
+        if problem := bwrap_problem():
+            pytest.skip(f"no sandbox here: {problem}")
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A fresh SHIPYARD_HOME: its own store, job directories and default output path. Jobs a test left

@@ -19,7 +19,6 @@ from shipyard.storage import transfer
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts"
-SANDBOX = shutil.which("bwrap") is not None
 
 
 def _members(uri: str, tmp: Path) -> dict[str, bytes]:
@@ -28,7 +27,7 @@ def _members(uri: str, tmp: Path) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
-@pytest.mark.skipif(not SANDBOX, reason="the /opt/ml contract needs the bubblewrap sandbox")
+@pytest.mark.sandbox  # the /opt/ml contract
 def test_two_by_two_ddp_job_from_the_sdk(home, s3, tmp_path):
     source = tmp_path / "src"
     source.mkdir()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import types
+import typing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,7 +20,8 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
-from shipyard.sdk.arguments import DEPRECATED, MEANINGLESS_HERE, NOT_YET
+from shipyard.sdk.arguments import DEPRECATED, MEANINGLESS_HERE, NOT_YET, SDK_ARGUMENTS, SPEC_ARGUMENTS
+from shipyard.spec.job import JobSpec
 
 FRAMEWORKS: dict[str, str] = {
     "pytorch": "shipyard.sdk.frameworks:PyTorch",
@@ -66,48 +69,14 @@ class InputFile(_Frozen):
     shuffle_config: Any = None
 
 
-class JobFile(_Frozen):
-    """The documented job.yaml schema: the Estimator's arguments (same names) plus three of our own."""
+class _JobFileBase(_Frozen):
+    """The documented job.yaml schema: the Estimator's arguments (same names) plus our own `framework`,
+    `job_name`, `inputs` (fit()'s) and TensorFlow's `model_dir`."""
 
     framework: Literal["pytorch", "tensorflow", "sklearn", "xgboost", "none"] | None = None
     job_name: str | None = None
     inputs: dict[str, InputFile] | None = None
-    entry_point: str | None = None
-    source_dir: str | None = None
-    dependencies: list[str] | None = None
-    hyperparameters: dict[str, Any] | None = None
-    instance_count: int | None = None
-    instance_type: str | None = None
-    max_run: int | None = None
-    input_mode: str | None = None
-    output_path: str | None = None
-    code_location: str | None = None
-    base_job_name: str | None = None
-    metric_definitions: list[dict[str, str]] | None = None
-    environment: dict[str, Text] | None = None
-    container_log_level: Any = None
-    distribution: Any = None          # a strategy name or SageMaker's dict; the SDK validates it
-    framework_version: Text | None = None
-    py_version: Text | None = None
-    tags: list[dict[str, str]] | None = None
-    oversubscribe: bool | None = None
-    stop_grace_seconds: float | None = None
-    backend: str | None = None
-    enable_sagemaker_metrics: bool | None = None
-    disable_profiler: bool | None = None
-    debugger_hook_config: Any = None
     model_dir: Any = None             # TensorFlow only
-    use_spot_instances: bool | None = None
-    max_wait: int | None = None
-    checkpoint_s3_uri: str | None = None
-    checkpoint_local_path: str | None = None
-    max_retry_attempts: int | None = None
-    spot_simulation: dict[str, Any] | None = None
-    interruption_notice_seconds: float | None = None
-    spot_without_checkpoints: bool | None = None
-    hang_timeout_seconds: float | None = None
-    profiler_config: dict[str, Any] | None = None  # ProfilerConfig's fields; the SDK validates them
-    rules: list[dict[str, Any]] | None = None  # RuleConfig's fields (kind, name, rule, parameters, actions)
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -118,6 +87,29 @@ class JobFile(_Frozen):
         if isinstance(value, dict):
             return {k: {"s3_data": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
+
+
+def _file_form(annotation: Any) -> Any:
+    """How a job.yaml writes a spec field: YAML lists for tuples, numbers and booleans as text where
+    the spec wants text (`framework_version: 2.1`), and nested models as given (the SDK builds them,
+    naming the argument)."""
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return _file_form(next(a for a in args if a is not type(None)))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return Any
+    if typing.get_origin(annotation) is tuple:
+        return list[_file_form(args[0])]
+    if typing.get_origin(annotation) is dict:
+        return dict[args[0], _file_form(args[1])]
+    return Text if annotation is str else annotation
+
+
+JobFile = pydantic.create_model(
+    "JobFile", __base__=_JobFileBase,
+    **{name: (_file_form(JobSpec.model_fields[name].annotation) | None, None) for name in SPEC_ARGUMENTS},
+    **{name: (argument.file_form | None, None) for name, argument in SDK_ARGUMENTS.items()},
+)
 
 
 TOP_LEVEL_NAMES = frozenset(JobFile.model_fields) | PASSTHROUGH

@@ -1,26 +1,59 @@
 """Which Estimator arguments mean what here. Every SageMaker argument is known: those shipyard honours,
 those that mean nothing on machines you own (accepted with a one-line warning), and those whose
 capability is not built yet (an error, never silently ignored). Anything else is a misspelling and gets
-the closest valid name."""
+the closest valid name.
+
+The honoured arguments are declared once: a field of the job spec (spec/job.py, with its default and
+its meaning) is an argument of the same name, and SDK_ARGUMENTS adds the few that only the SDK reads
+(they become the job's code, hyperparameters and launcher). The Estimator, attach() and the job file
+derive theirs from these."""
 
 from __future__ import annotations
 
+import logging
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.spec.job import JobSpec
 
-HONOURED = frozenset({
-    "instance_count", "instance_type", "max_run", "input_mode", "output_path", "base_job_name",
-    "metric_definitions", "environment", "source_dir", "hyperparameters", "container_log_level",
-    "code_location", "entry_point", "dependencies", "tags", "enable_sagemaker_metrics",
-    "disable_profiler", "debugger_hook_config", "framework_version", "py_version", "distribution",
-    "use_spot_instances", "max_wait", "checkpoint_s3_uri", "checkpoint_local_path", "max_retry_attempts",
-    # shipyard's own
-    "oversubscribe", "stop_grace_seconds", "backend", "spot_simulation", "interruption_notice_seconds",
-    "spot_without_checkpoints", "hang_timeout_seconds",
-    "profiler_config", "rules",
-})
+# Spec fields that no user gives as such: fit() makes them (the job name, the encoded hyperparameters,
+# the channels from `inputs`) and the estimator's class names the framework.
+MADE_BY_FIT = frozenset({"job_name", "hyperparameters", "channels", "framework"})
+SPEC_ARGUMENTS = tuple(name for name in JobSpec.model_fields if name not in MADE_BY_FIT)
+
+
+@dataclass(frozen=True)
+class SdkArgument:
+    default: Any
+    file_form: Any  # its type in a job.yaml (cli/jobfile.py)
+
+
+SDK_ARGUMENTS = {
+    "entry_point": SdkArgument(None, str),
+    "source_dir": SdkArgument(None, str),
+    "dependencies": SdkArgument((), list[str]),
+    "hyperparameters": SdkArgument(None, dict[str, Any]),
+    "input_mode": SdkArgument("File", str),
+    "base_job_name": SdkArgument(None, str),
+    "code_location": SdkArgument(None, str),
+    "container_log_level": SdkArgument(logging.INFO, Any),
+    "enable_sagemaker_metrics": SdkArgument(None, bool),
+    "disable_profiler": SdkArgument(False, bool),
+    "distribution": SdkArgument(None, Any),  # a strategy name or SageMaker's dict; the SDK validates it
+}
+
+HONOURED = frozenset(SPEC_ARGUMENTS) | frozenset(SDK_ARGUMENTS)
+
+
+def default(name: str) -> Any:
+    """An honoured argument's default: the spec field's (None where the SDK computes it), or the SDK's."""
+    if name in SDK_ARGUMENTS:
+        return SDK_ARGUMENTS[name].default
+    field = JobSpec.model_fields[name]
+    return None if field.is_required() else field.get_default(call_default_factory=True)
+
 
 MEANINGLESS_HERE = frozenset({
     "role", "sagemaker_session", "volume_size", "volume_kms_key", "output_kms_key", "subnets",

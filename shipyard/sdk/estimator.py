@@ -4,7 +4,6 @@ file, channel or resource request is an error that names the field and the fix."
 
 from __future__ import annotations
 
-import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from shipyard.contract import hyperparameters as hp
 from shipyard.errors import ShipyardError, StorageError, ValidationError
 from shipyard.spec.build import build as build_model
-from shipyard.sdk.arguments import sort_arguments
+from shipyard.sdk.arguments import HONOURED, SPEC_ARGUMENTS, default, sort_arguments
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.sdk.job import TrainingJob
 from shipyard.spec import distribution as dist
@@ -33,47 +32,29 @@ class EstimatorBase:
     default_base_job_name = DEFAULT_BASE_JOB_NAME
 
     def __init__(self, entry_point: str | None = None, **kwargs: Any) -> None:
-        args = sort_arguments({"entry_point": entry_point, **kwargs})
-        self.entry_point = args.get("entry_point")
-        self.source_dir = args.get("source_dir")
-        self.dependencies = list(args.get("dependencies") or [])
-        self._hyperparameters = dict(args.get("hyperparameters") or {})
-        self.instance_count = args.get("instance_count", 1)
-        self.instance_type = args.get("instance_type", "local")
-        self.max_run = args.get("max_run", 86400)
-        self.input_mode = args.get("input_mode", "File")
-        self.output_path = args.get("output_path")
-        self.code_location = args.get("code_location")
-        self.base_job_name = args.get("base_job_name")
-        self.metric_definitions = list(args.get("metric_definitions") or [])
-        self.environment = dict(args.get("environment") or {})
-        self.container_log_level = args.get("container_log_level", logging.INFO)
-        self.distribution = args.get("distribution")
-        self.framework_version = args.get("framework_version")
-        self.py_version = args.get("py_version")
-        self.tags = list(args.get("tags") or [])
-        self.oversubscribe = bool(args.get("oversubscribe", False))
-        self.stop_grace_seconds = args.get("stop_grace_seconds", 120.0)
-        from shipyard.settings import default_backend
+        self._assign(sort_arguments({"entry_point": entry_point, **kwargs}))
+        self._check_arguments()
 
-        self.backend = args.get("backend") or default_backend()
-        self.use_spot_instances = bool(args.get("use_spot_instances", False))
-        self.max_wait = args.get("max_wait")
-        self.checkpoint_s3_uri = args.get("checkpoint_s3_uri")
-        self.checkpoint_local_path = args.get("checkpoint_local_path") or "/opt/ml/checkpoints"
-        self.max_retry_attempts = args.get("max_retry_attempts") or 0
-        self.spot_simulation = args.get("spot_simulation")
-        self.interruption_notice_seconds = args.get("interruption_notice_seconds", 120.0)
-        self.spot_without_checkpoints = bool(args.get("spot_without_checkpoints", False))
-        self.hang_timeout_seconds = args.get("hang_timeout_seconds", 300.0)
+    def _assign(self, args: dict[str, Any]) -> None:
+        """Every honoured argument becomes the attribute of its name (its default when not given or
+        None); the few the SDK keeps in another form are converted here."""
+        for name in HONOURED:
+            value = args.get(name)
+            setattr(self, name, default(name) if value is None else value)
+        hyperparameters = self.__dict__.pop("hyperparameters") or {}  # the attribute's name is a method
+        self._hyperparameters = dict(hyperparameters) if isinstance(hyperparameters, dict) else hyperparameters
+        self.dependencies = list(self.dependencies)
+        self.metric_definitions = list(self.metric_definitions)
+        self.tags = list(self.tags)
+        self.environment = dict(self.environment)
         from shipyard.debugger.sdk import hook_and_rules
 
         self.rules, self.debugger_hook_config = hook_and_rules(args.get("rules"), args.get("debugger_hook_config"))
-        self.profiler_config = _profiler_config(args.get("profiler_config"), bool(args.get("disable_profiler")))
+        self.profiler_config = _profiler_config(args.get("profiler_config"), bool(self.disable_profiler))
+        self._enabled_distribution = dist.normalize(self.distribution)
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
         self._current_job_name: str | None = None
-        self._check_arguments()
 
     # -- validation that needs no files -------------------------------------------------------
     def _check_arguments(self) -> None:
@@ -90,7 +71,6 @@ class EstimatorBase:
         from shipyard.spec.catalog import get_instance_type
 
         get_instance_type(self.instance_type)
-        self._enabled_distribution = dist.normalize(self.distribution)
         self._check_launchers()
         self._check_framework_version()
 
@@ -223,23 +203,14 @@ class EstimatorBase:
                 **dist.to_hyperparameters(self._enabled_distribution, self.instance_type),
             }),
         }
-        metrics = tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions))
-        spec = build_model(
-            JobSpec, "job",
-            job_name=name, hyperparameters=hyperparameters, instance_count=self.instance_count,
-            instance_type=self.instance_type, channels=self._channels(inputs), output_path=output_path,
-            metric_definitions=metrics, environment=self.environment, max_run=self.max_run,
-            stop_grace_seconds=self.stop_grace_seconds, oversubscribe=self.oversubscribe,
-            framework=self.framework, framework_version=self.framework_version, py_version=self.py_version,
-            backend=self.backend, tags=tuple(self.tags),
-            use_spot_instances=self.use_spot_instances, max_wait=self.max_wait,
-            checkpoint_s3_uri=_absolute(self.checkpoint_s3_uri) if self.checkpoint_s3_uri else None,
-            checkpoint_local_path=self.checkpoint_local_path, max_retry_attempts=self.max_retry_attempts,
-            interruption_notice_seconds=self.interruption_notice_seconds, spot_simulation=self.spot_simulation,
-            spot_without_checkpoints=self.spot_without_checkpoints, hang_timeout_seconds=self.hang_timeout_seconds,
-            profiler_config=self.profiler_config,
-            rules=self.rules, debugger_hook_config=self.debugger_hook_config,
-        )
+        spec = build_model(JobSpec, "job", **{
+            **{name: getattr(self, name) for name in SPEC_ARGUMENTS},
+            "job_name": name, "hyperparameters": hyperparameters, "channels": self._channels(inputs),
+            "framework": self.framework, "output_path": output_path,
+            "metric_definitions": tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions)),
+            "tags": tuple(self.tags),
+            "checkpoint_s3_uri": _absolute(self.checkpoint_s3_uri) if self.checkpoint_s3_uri else None,
+        })
         return spec, (entry, source)
 
     def plan(self, inputs: Any = None, job_name: str | None = None) -> list:
@@ -294,46 +265,23 @@ class EstimatorBase:
         spec = store.get_job(training_job_name).spec
         decoded = hp.decode(spec.hyperparameters)
         user, framework = hp.split(decoded)
-        kwargs: dict[str, Any] = dict(
-            entry_point=decoded.get("sagemaker_program"), hyperparameters=user,
-            instance_count=spec.instance_count, instance_type=spec.instance_type, max_run=spec.max_run,
-            output_path=spec.output_path, base_job_name=base_of(spec.job_name),
-            metric_definitions=[{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
-            environment=dict(spec.environment), container_log_level=decoded.get("sagemaker_container_log_level", 20),
-            framework_version=spec.framework_version, py_version=spec.py_version,
-            oversubscribe=spec.oversubscribe, stop_grace_seconds=spec.stop_grace_seconds, backend=spec.backend,
-            use_spot_instances=spec.use_spot_instances, max_wait=spec.max_wait,
-            checkpoint_s3_uri=spec.checkpoint_s3_uri, checkpoint_local_path=spec.checkpoint_local_path,
-            max_retry_attempts=spec.max_retry_attempts, interruption_notice_seconds=spec.interruption_notice_seconds,
-            spot_without_checkpoints=spec.spot_without_checkpoints, hang_timeout_seconds=spec.hang_timeout_seconds,
-            spot_simulation=spec.spot_simulation.model_dump() if spec.spot_simulation else None,
-            profiler_config=spec.profiler_config,
-            rules=list(spec.rules), debugger_hook_config=spec.debugger_hook_config or False,
-        )
-        distribution = dist.from_hyperparameters(framework)
-        if distribution:
-            kwargs["distribution"] = distribution
         estimator = cls.__new__(cls)
-        estimator._attached(kwargs)
-        estimator.source_dir = decoded.get("sagemaker_submit_directory")
+        # Files that lived on the submitting machine are not checked again.
+        estimator._assign({
+            **{name: getattr(spec, name) for name in SPEC_ARGUMENTS},
+            "metric_definitions": [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
+            "debugger_hook_config": spec.debugger_hook_config or False,
+            "entry_point": decoded.get("sagemaker_program"), "hyperparameters": user,
+            "source_dir": decoded.get("sagemaker_submit_directory"), "base_job_name": base_of(spec.job_name),
+            "container_log_level": decoded.get("sagemaker_container_log_level"),
+            "distribution": dist.from_hyperparameters(framework) or None,
+        })
         estimator._current_job_name = spec.job_name
         estimator.latest_training_job = TrainingJob(spec.job_name, store)
         estimator.jobs = [estimator.latest_training_job]
         if wait:
             estimator.latest_training_job.wait(logs="None", quiet=True)
         return estimator
-
-    def _attached(self, kwargs: dict[str, Any]) -> None:
-        """Set attributes from an existing job without checking files that live elsewhere now."""
-        args = sort_arguments(kwargs)
-        self._hyperparameters = args.pop("hyperparameters", {})  # the attribute name is a method
-        for key, value in args.items():
-            setattr(self, key, value)
-        self.metric_definitions = args.get("metric_definitions", [])
-        self.dependencies, self.tags, self.code_location = [], [], None
-        self.distribution = args.get("distribution")
-        self._enabled_distribution = dist.normalize(self.distribution)
-        self.input_mode = "File"
 
 
 def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | None:

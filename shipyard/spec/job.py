@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from shipyard.settings import default_backend
 from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
@@ -79,7 +80,7 @@ class SpotSimulation(UserModel):
 class JobSpec(UserModel):
     job_name: str
     hyperparameters: dict[str, str] = Field(default_factory=dict)
-    instance_count: int = Field(ge=1)
+    instance_count: int = Field(default=1, ge=1)
     instance_type: str = "local"
     channels: tuple[ChannelSpec, ...] = ()
     output_path: str
@@ -92,7 +93,7 @@ class JobSpec(UserModel):
     framework: str | None = None
     framework_version: str | None = None
     py_version: str | None = None
-    backend: str = "local"
+    backend: str = Field(default_factory=default_backend)  # SHIPYARD_BACKEND
     tags: tuple[dict[str, str], ...] = ()
     use_spot_instances: bool = False
     max_wait: int | None = Field(default=None, ge=1)

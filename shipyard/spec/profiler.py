@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from shipyard.spec.build import UserModel, build
+from shipyard.spec.build import UserModel
 
 ALLOWED_INTERVALS_MILLIS = (100, 200, 500, 1000, 5000, 60000)
 DEFAULT_INTERVAL_MILLIS = 500
@@ -277,11 +277,3 @@ def agent_settings(config: ProfilerConfig | None, output_path: str, job_name: st
             "framework": framework.model_dump() if framework is not None else None,
             "api": config.to_api(output_path, job_name)}
 
-
-def profiler_config_of(value) -> ProfilerConfig | None:
-    """The SDK's `profiler_config=`: a ProfilerConfig or a dict of its fields."""
-    if value is None or isinstance(value, ProfilerConfig):
-        return value
-    if isinstance(value, dict):
-        return build(ProfilerConfig, "profiler_config", **value)
-    raise ValueError(f"profiler_config must be a shipyard.profiler.ProfilerConfig or a dict, not {type(value).__name__}")

@@ -4,7 +4,10 @@ what the job cost."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -60,10 +63,18 @@ def _spot(source: Path, checkpoints: str, **kwargs) -> Estimator:
 
 
 def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
+    # A priced type: ml.m5.large at prices of the user's own (36 $/h is 0.01 $/s, spot 30 % of it). Two
+    # instances of 2 vCPUs do not fit a 2-core machine side by side, hence oversubscribe.
+    home.mkdir(parents=True)
+    (home / "instance_types.yaml").write_text(
+        "ml.m5.large: {on_demand_usd_per_hour: 36.0, spot_usd_per_hour: 10.8}\n")
     checkpoints = f"file://{tmp_path / 'ckpt'}"
-    est = _spot(_source(tmp_path, total=60), checkpoints, instance_count=2, max_run=300, max_wait=600,
+    est = _spot(_source(tmp_path, total=60), checkpoints, instance_type="ml.m5.large", instance_count=2,
+                oversubscribe=True, max_run=300, max_wait=600,
                 spot_simulation={"interruptions_at": [3.0], "capacity_delay_seconds": 1.0})
+    submitted = time.time()
     est.fit(logs=False)
+    finished = time.time()
     description = est.latest_training_job.describe()
     assert description["TrainingJobStatus"] == "Completed"
     statuses = [t["Status"] for t in description["SecondaryStatusTransitions"]]
@@ -80,11 +91,25 @@ def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert sorted(tar.getnames()) == ["final-algo-1.txt", "final-algo-2.txt"]
     assert (tmp_path / "ckpt" / "state-algo-2.json").exists()
-    # Billing: two attempts of running time, spot-discounted; training time covers the whole job.
-    assert description["EnableManagedSpotTraining"] is True
-    assert 0 < description["BillableTimeInSeconds"] <= description["TrainingTimeInSeconds"]
-    assert "ManagedSpotTrainingSavings" in description
     assert not [w for w in description.get("Warnings", []) if "started again from step 0" in w]
+    # Billing, from the times the store measured: training time is the whole job, waits included; the
+    # two attempts' running time is billed at the spot price, and the capacity wait between them is not.
+    store = Store()
+    record = store.get_job(est.latest_training_job.name)
+    runs = [(a["start_time"], a["end_time"]) for a in store.attempts(record.name)]
+    assert submitted < record.training_start_time == runs[0][0] < runs[1][1] < record.training_end_time < finished
+    assert runs[0][1] - runs[0][0] >= 3.0 and runs[1][0] - runs[0][1] >= 1.0  # interrupted at 3 s; 1 s without capacity
+    training = record.training_end_time - record.training_start_time
+    running = sum(end - start for start, end in runs)
+    assert description["EnableManagedSpotTraining"] is True
+    # Rounding is all the slack: whole seconds, savings to 0.1 %, dollars to 6 decimals.
+    assert abs(description["TrainingTimeInSeconds"] - training) <= 0.5
+    assert abs(description["BillableTimeInSeconds"] - running * 10.8 / 36.0) <= 0.5
+    assert abs(description["ManagedSpotTrainingSavings"] - (1 - running * 0.3 / training) * 100) <= 0.05
+    cost = description["Cost"]
+    assert abs(cost["InstanceSeconds"] - 2 * running) <= 5e-4
+    assert abs(cost["Amount"] - 2 * running * 0.003) <= 5e-7           # 10.8 $/h = 0.003 $/s
+    assert abs(cost["OnDemandAmount"] - 2 * running * 0.01) <= 5e-7
 
 
 def test_waiting_for_capacity_is_bounded_by_max_wait(home, tmp_path):
@@ -212,36 +237,6 @@ def test_interruption_during_channel_download(home, tmp_path, s3):
         assert tar.extractfile("files.txt").read() == b"150"  # the new attempt has every object
 
 
-def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(home, tmp_path):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "train.py").write_text(textwrap.dedent("""
-        import os, signal, sys, time
-        path = "/opt/ml/checkpoints/big.bin"
-        if os.path.exists(path):
-            data = open(path, "rb").read()
-            print(f"restored {len(data)} bytes, uniform={len(set(data)) == 1}", flush=True)
-            sys.exit(0)
-        open(path, "wb").write(b"a" * 1_000_000)  # a first complete checkpoint
-        time.sleep(3)
-        def on_notice(*_):
-            with open(path, "wb") as f:  # a much larger one, still being written when the SIGKILL comes
-                for _ in range(1000):
-                    f.write(b"b" * 100_000)
-            sys.exit(0)
-        signal.signal(signal.SIGTERM, on_notice)
-        print("first checkpoint written", flush=True)
-        time.sleep(60)
-    """))
-    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600, interruption_notice_seconds=1,
-                spot_simulation={"interruptions_at": [5.0]})
-    est.fit(logs=False)
-    log = Store().log_path(est.latest_training_job.name, "algo-1").read_text()
-    restored = [line for line in log.splitlines() if line.startswith("restored ")]
-    # Whatever was restored is one whole version of the file, never a mix or a truncated upload.
-    assert restored in (["restored 1000000 bytes, uniform=True"], ["restored 100000000 bytes, uniform=True"])
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs as the checkpoint disk needs root")
 def test_disk_full_while_writing_a_checkpoint(home, tmp_path):
     """The script's checkpoint write fails with ENOSPC: the job fails with that error named, and the
@@ -321,9 +316,28 @@ def test_killed_controller_is_taken_over_and_the_job_resumes(home, tmp_path, wai
 
 
 
-class Outage:
-    """A TCP forwarder in front of the S3 server that can refuse connections for a while: the job's
-    processes keep one endpoint address, which goes dark and comes back."""
+def eventually(found, timeout: float = 60):
+    """found() once it is truthy (the sync and the store lag the script by rounds and polls)."""
+    deadline = time.monotonic() + timeout
+    while not (value := found()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return value
+
+
+@dataclasses.dataclass
+class HeldPut:
+    """A PUT that S3Proxy held: its head and half its body reached S3, the rest never did."""
+
+    started: float
+    content_length: int | None
+    forwarded: int = 0              # body bytes passed on to S3
+    closed: float | None = None     # when its connection ended
+
+
+class S3Proxy:
+    """A TCP forwarder in front of the S3 server that the test controls. It can refuse connections for a
+    while (the job's processes keep one endpoint address, which goes dark and comes back), and it can
+    hold one PUT in flight: S3 gets part of it and waits for the rest, the client waits for an answer."""
 
     def __init__(self, target: str) -> None:
         import socket
@@ -335,6 +349,8 @@ class Outage:
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.conns: list = []
+        self.hold_line: bytes | None = None
+        self.held: list[HeldPut] = []
         self.up()
 
     def up(self) -> None:
@@ -351,6 +367,10 @@ class Outage:
             conn.close()
         self.conns.clear()
 
+    def hold(self, path: str) -> None:
+        """Hold the next PUT of `path` (/bucket/key) until its connection ends."""
+        self.hold_line = f"PUT {path} ".encode()
+
     def _accept(self, listener) -> None:
         import socket
         import threading
@@ -362,17 +382,30 @@ class Outage:
                 return
             server = socket.create_connection(self.target)
             self.conns += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, upstream in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pipe, args=(a, b, upstream), daemon=True).start()
 
-    @staticmethod
-    def _pipe(source, dest) -> None:
+    def _pipe(self, source, dest, upstream: bool) -> None:
+        held = None
         try:
             while data := source.recv(65536):
+                # A client that does not pipeline starts each request in a read of its own.
+                if upstream and held is None and self.hold_line and data.startswith(self.hold_line):
+                    self.hold_line = None
+                    length = re.search(rb"(?im)^content-length: *(\d+)", data)
+                    held = HeldPut(time.time(), int(length[1]) if length else None)
+                    self.held.append(held)
+                    head, _, data = data.partition(b"\r\n\r\n")
+                    dest.sendall(head + b"\r\n\r\n")
+                if held is not None:
+                    data = data[:max(0, (held.content_length or 0) // 2 - held.forwarded)]
+                    held.forwarded += len(data)
                 dest.sendall(data)
         except OSError:
             pass
         finally:
+            if held is not None:
+                held.closed = time.time()
             for sock in (source, dest):
                 try:
                     sock.close()
@@ -380,11 +413,77 @@ class Outage:
                     pass
 
 
+def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(home, tmp_path, s3, s3_server,
+                                                                               monkeypatch):
+    """The interruption lands while the newest checkpoint's upload is in flight (held by the proxy: half
+    its body reached S3, which waits for the rest): the instance is killed mid-upload, S3 keeps the
+    previous version whole, and the restart restores that one."""
+    bucket = s3.bucket("ckpts")
+    proxy = S3Proxy(s3_server)
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", proxy.endpoint)
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        path = "/opt/ml/checkpoints/big.bin"
+        if os.path.exists(path):
+            data = open(path, "rb").read()
+            print(f"restored {len(data)} bytes of {bytes(sorted(set(data)))!r}", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        open(path, "wb").write(b"a" * 1_000_000)  # the first checkpoint
+        while not os.path.exists(os.environ["GO_FILE"]):  # until the test has seen it in S3
+            time.sleep(0.1)
+        open(path, "wb").write(b"b" * 4_000_000)  # the next one, whose upload the interruption cuts off
+        time.sleep(300)
+    """))
+    go = tmp_path / "go"
+    est = _spot(source, f"{bucket}/job", max_run=300, max_wait=600, interruption_notice_seconds=2,
+                environment={"GO_FILE": str(go)})
+    est.fit(wait=False)
+    job = est.latest_training_job
+    first = b"a" * 1_000_000
+
+    def remote() -> bytes | None:
+        try:
+            return s3.get(f"{bucket}/job/big.bin")
+        except s3.client.exceptions.NoSuchKey:
+            return None
+
+    assert eventually(lambda: remote() == first)
+    proxy.hold("/ckpts/job/big.bin")
+    go.touch()
+    assert eventually(lambda: proxy.held), "the second checkpoint's upload never started"
+    store = Store()
+    assert store.request_interrupt(job.name)
+    description = job.wait(logs=False)
+    assert description["TrainingJobStatus"] == "Completed"
+    attempts = description["Attempts"]
+    assert [a["Outcome"] for a in attempts] == ["Interrupted", "Completed"]
+    assert attempts[1]["RestoredCheckpoint"] == "big.bin"
+    # The interruption came while the second checkpoint's PUT was open, half sent and unanswered; the
+    # connection ended only with the instance (killed when its notice ran out).
+    assert len(proxy.held) == 1
+    held = proxy.held[0]
+    interrupted = next(t["StartTime"].timestamp() for t in description["SecondaryStatusTransitions"]
+                       if t["Status"] == "Interrupted")
+    assert held.started < interrupted < held.closed
+    assert (held.content_length, held.forwarded) == (4_000_000, 2_000_000)
+    # The instance agrees: only the first checkpoint was uploaded, and its final sync never finished.
+    events = [json.loads(line) for line in (store.job_dir(job.name) / "events" / "algo-1.jsonl").open()]
+    assert [e["bytes"] for e in events if e["event"] == "checkpoint_uploaded"] == [1_000_000]
+    assert not [e for e in events if e["event"] == "checkpoint_flushed"]
+    # S3 kept the first checkpoint whole, and that is what the restarted script read.
+    assert remote() == first
+    log = store.log_path(job.name, "algo-1").read_text()
+    assert [line for line in log.splitlines() if line.startswith("restored ")] == ["restored 1000000 bytes of b'a'"]
+
+
 def test_checkpoint_endpoint_down_for_a_while_then_back(home, tmp_path, s3, s3_server, monkeypatch, wait_for_line):
     """S3 refuses connections mid-job: the user sees the sync failing, then recovering; training goes
     on, and every checkpoint written during the outage reaches S3 without waiting for the job's end."""
     bucket = s3.bucket("ckpts")
-    outage = Outage(s3_server)
+    outage = S3Proxy(s3_server)
     monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", outage.endpoint)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     source = tmp_path / "src"
@@ -410,13 +509,6 @@ def test_checkpoint_endpoint_down_for_a_while_then_back(home, tmp_path, s3, s3_s
 
     def remote() -> set[str]:
         return {o["Key"] for o in s3.client.list_objects_v2(Bucket="ckpts").get("Contents", [])}
-
-    def eventually(found, timeout: float = 60):
-        """found() once it is truthy (the sync and the store lag the script by rounds and polls)."""
-        deadline = time.monotonic() + timeout
-        while not (value := found()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return value
 
     def warnings(text: str) -> list[dict]:
         return [e for e in store.events(job.name, kind="warning") if text in e["message"]]

@@ -405,6 +405,9 @@ def script_environment(
         if getattr(config, name):
             child.update(importlib.import_module(module).script_environment(getattr(config, name), config.base))
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
+    # The ids are nvidia-smi's (and NVML's, which the profiler reads), numbered in PCI bus order; CUDA's
+    # default numbering is fastest first, which on a machine of mixed GPUs names other devices.
+    child["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return child
 
 

@@ -61,7 +61,7 @@ def test_torchrun_plan_per_instance(tmp_path, mode):
         assert env["SM_HOSTS"] == '["algo-1","algo-2"]'
         assert env["SM_MODEL_DIR"] == f"{base}/model"
         assert env["MASTER_ADDR"] == master and env["MASTER_PORT"] == "29999"
-        assert env["CUDA_VISIBLE_DEVICES"] == ""
+        assert env["CUDA_VISIBLE_DEVICES"] == "" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         assert env["PYTHONPATH"].split(":")[1] == f"{base}/code"
         assert json.loads(env["SM_USER_ARGS"]) == ["--epochs", "3", "--lr", "0.01"]
         agent = [sys.executable, "-m", "shipyard.runtime.agent", str(tmp_path / "instances" / host / "agent.json")]

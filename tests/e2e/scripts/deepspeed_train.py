@@ -1,6 +1,7 @@
 """A DeepSpeed script as users write it for SageMaker's torch_distributed: deepspeed.initialize reads
 the variables torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT) and forms the process group
-itself. Writes, per rank, its final parameters and losses so the test can compare ranks."""
+itself, on whatever accelerator DeepSpeed finds (CUDA with NCCL, else its CPU accelerator with gloo). Writes,
+per rank, its final parameters and losses so the test can compare ranks, and its device and backend."""
 
 import argparse
 import json
@@ -32,13 +33,14 @@ losses = []
 for step in range(args.steps):
     x = torch.randn(16, 8, generator=generator)
     y = target(x).detach()
-    loss = torch.nn.functional.mse_loss(engine(x), y)
+    loss = torch.nn.functional.mse_loss(engine(x.to(engine.device)), y.to(engine.device))
     engine.backward(loss)
     engine.step()
     losses.append(loss.item())
     print(f"step={step} rank={rank} loss={loss.item():.5f}", flush=True)
 params = [p.detach().flatten().tolist() for p in engine.module.parameters()]
 record = {"rank": rank, "world": world, "host": os.environ["SM_CURRENT_HOST"], "losses": losses, "params": params,
-          "zero_stage": engine.zero_optimization_stage(), "local_rank": int(os.environ["LOCAL_RANK"])}
+          "zero_stage": engine.zero_optimization_stage(), "local_rank": int(os.environ["LOCAL_RANK"]),
+          "device": str(engine.device), "backend": dist.get_backend()}
 with open(os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json"), "w") as f:
     json.dump(record, f)

@@ -1,15 +1,22 @@
 """The job controller: `python -m shipyard.control.controller JOB`, one detached process per job, so a
-job keeps running when the client that submitted it exits. It steps the job through
+job keeps running when the client that submitted it exits. It is a state machine stepped one transition
+at a time (`step()`), its states and their transitions named once in TRANSITIONS:
 
-    Starting -> Downloading -> Training -> Uploading -> Completed
-                                     \\-> Failed | Stopping -> Stopped (Stopped | MaxRuntimeExceeded)
+    RUNNING -> UPLOADING -> COMPLETED                   every instance exited 0
+            -> FAILING -> FAILED                         the script failed, a hang, a platform failure
+            -> STOPPING -> STOPPED                       stop, a rule's StopTraining, max_run, max_wait
+            -> INTERRUPTED -> RESTARTING -> RUNNING      spot capacity went, and came back in time
+            -> RESTARTING -> RUNNING                     a platform failure with retries left
 
-recording every transition in the store, turning agent events into statuses and log lines into
-metrics, and ending the job in a true state whatever happens (an exception here is a Failed job with
-the reason, never a job left InProgress)."""
+While RUNNING, policies look at the attempt and return a decision (decisions.py; failures.py classifies
+a failed instance, policies.py the clock, the spot simulator and hangs, watchers.py the rules); the
+controller acts on it. Every transition the user sees (SageMaker's statuses) is recorded in the store,
+agent events become statuses, log lines become metrics, and the job ends in a true state whatever
+happens (an exception here is a Failed job with the reason, never a job left InProgress)."""
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import subprocess
@@ -19,18 +26,47 @@ import time
 import traceback
 from pathlib import Path
 
+from shipyard.control.decisions import Complete, Decision, Fail, Interrupt, Retry, Stop
 from shipyard.settings import shipyard_home
 
-PLAN_FILE = "plan.json"     # written by control/planning.py, read here
 POLL_SECONDS = 0.1
 # When one instance failed, the others are usually stuck in a collective: give them little time.
 FAILURE_GRACE_SECONDS = 10.0
-MAX_FAILURE_REASON = 1024
 # An instance whose error only says a peer went away failed because another one did (its collective
 # broke): the controller waits this long for the instance that failed for a reason of its own.
 CAUSE_WAIT_SECONDS = 2.0
 HANG_CHECK_SECONDS = 2.0
 WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what is new
+
+
+class State(enum.Enum):
+    RUNNING = "running"            # an attempt's instances run; each step polls them once
+    INTERRUPTED = "interrupted"    # spot capacity went; waiting for it to come back
+    RESTARTING = "restarting"      # starting the next attempt
+    UPLOADING = "uploading"
+    FAILING = "failing"
+    STOPPING = "stopping"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def terminal(self) -> bool:
+        return not TRANSITIONS[self]
+
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.RUNNING: frozenset({State.RUNNING, State.UPLOADING, State.FAILING, State.STOPPING,
+                              State.INTERRUPTED, State.RESTARTING}),
+    State.INTERRUPTED: frozenset({State.INTERRUPTED, State.RESTARTING, State.STOPPING}),
+    State.RESTARTING: frozenset({State.RUNNING}),
+    State.UPLOADING: frozenset({State.COMPLETED}),
+    State.FAILING: frozenset({State.FAILED}),
+    State.STOPPING: frozenset({State.STOPPED}),
+    State.COMPLETED: frozenset(),
+    State.FAILED: frozenset(),
+    State.STOPPED: frozenset(),
+}
 
 
 class JobController:
@@ -39,13 +75,16 @@ class JobController:
 
     A job is one or more attempts: a spot interruption or a platform failure with retries left ends
     the attempt and, capacity and `max_wait` permitting, starts the next with fresh instances whose
-    checkpoints are restored from `checkpoint_s3_uri`."""
+    checkpoints are restored from `checkpoint_s3_uri`. `backend` replaces the plan's own (tests drive
+    the controller against a fake one)."""
 
-    def __init__(self, home: Path, name: str, continuing: bool = False) -> None:
+    def __init__(self, home: Path, name: str, continuing: bool = False, backend=None) -> None:
         self.home, self.name = home, name
         self.continuing = continuing   # a new controller taking over a job whose controller died
+        self.backend = backend
         self.job_dir = home / "jobs" / name
         self.store = None
+        self.state = State.RUNNING
         self.instances: list = []
         self.scrapers: list = []
         self.readers: dict = {}
@@ -53,18 +92,16 @@ class JobController:
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
         self.log_offsets: dict[str, int] = {}   # where a controller taking over starts reading host logs
         self.watchers: list = []
-        self.stop_message: str | None = None     # why a watcher (a rule's StopTraining action) stopped the job
+        self.ending: Decision | None = None   # what ends the job (FAILING, STOPPING)
+        self.restart_message = ""
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
         try:
-            if self.continuing:
-                self._open_store()
-                self._start_instances(self._take_over())
-            else:
-                self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
-                self._open_store()
-            self._run()
+            self.start()
+            while not self.state.terminal:
+                if self.step() in (State.RUNNING, State.INTERRUPTED):
+                    time.sleep(POLL_SECONDS)
         except Exception as exc:
             self._open_store()
             self.store.add_event(self.name, "error", traceback.format_exc())
@@ -73,13 +110,54 @@ class JobController:
         finally:
             self._kill_all()
 
+    def start(self) -> None:
+        """Start the first attempt's instances (or, taking over, the next attempt's): then RUNNING."""
+        from shipyard.control.metrics import LogScraper
+        from shipyard.control.planning import PLAN_FILE
+        from shipyard.control.spot import SpotSimulator
+        from shipyard.control.watchers import start_watchers
+
+        if self.continuing:
+            self._open_store()
+            self._start_instances(self._take_over())
+        else:
+            self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
+            self._open_store()
+        record = self.store.get_job(self.name)
+        self.first_started_at = record.training_start_time or self.started_at
+        if record.training_start_time is None:
+            self.store.update_job(self.name, training_start_time=self.started_at)
+        self.spot = SpotSimulator(self.spec)
+        self.watchers = start_watchers(self.spec, self.job_dir, self.store)
+        self.last_watch = 0.0
+        self.scrapers = [
+            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions,
+                       self.log_offsets.get(i.host, 0))
+            for i in self.instances
+        ]
+        self._attempt_started()
+
+    def step(self) -> State:
+        """One transition from the current state; returns the new one."""
+        handler = {
+            State.RUNNING: self._step_running, State.INTERRUPTED: self._step_interrupted,
+            State.RESTARTING: self._step_restarting, State.UPLOADING: self._step_ending,
+            State.FAILING: self._step_ending, State.STOPPING: self._step_ending,
+        }[self.state]
+        following = handler()
+        if following not in TRANSITIONS[self.state]:
+            raise RuntimeError(f"the controller cannot go from {self.state.name} to {following.name}")
+        self.state = following
+        return following
+
     def _start_instances(self, plan: dict, keep: tuple = ()) -> None:
         """Start the plan's instances; `keep` are running instances that stay (they rejoin)."""
         from shipyard.backends import get_backend
 
-        backend = get_backend(plan["backend"], job_dir=self.job_dir)
+        backend = self.backend or get_backend(plan["backend"], job_dir=self.job_dir)
         plans = [backend.plan_type.from_dict(item) for item in plan["instances"]]
         self.started_at = time.time()
+        self.attempt_clock = time.monotonic()  # max_run counts from when the instances have somewhere to run
         kept = {i.host: i for i in keep}
         self.instances = [kept.get(p.host) or backend.start(p) for p in plans]
         self.kept = tuple(keep)
@@ -109,38 +187,6 @@ class JobController:
         self.log_offsets = {h: end_of_last_line(self.store.log_path(self.name, h)) for h in self.spec.hosts}
         return self._plan_attempt()[0]
 
-    def _run(self) -> None:
-        from shipyard.control.metrics import LogScraper, unmatched_report
-        from shipyard.control.spot import SpotSimulator
-        from shipyard.control.watchers import start_watchers
-
-        record = self.store.get_job(self.name)
-        self.first_started_at = record.training_start_time or self.started_at
-        if record.training_start_time is None:
-            self.store.update_job(self.name, training_start_time=self.started_at)
-        self.spot = SpotSimulator(self.spec)
-        self.watchers = start_watchers(self.spec, self.job_dir, self.store)
-        self.last_watch = 0.0
-        self.scrapers = [
-            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions,
-                       self.log_offsets.get(i.host, 0))
-            for i in self.instances
-        ]
-        while True:
-            self._attempt_started()
-            outcome = self._monitor()
-            if outcome[0] in ("interrupted", "retry"):
-                ending = self._next_attempt(outcome)
-                if ending is None:
-                    continue
-                outcome = ending
-            break
-        self._scrape()
-        before = {m["name"] for m in self.store.metrics(self.name)} if self.continuing else set()
-        for problem in unmatched_report(self.spec.metric_definitions, self.scrapers, before):
-            self.store.add_event(self.name, "warning", problem)
-        self._conclude(outcome)
-
     def _attempt_started(self) -> None:
         from shipyard.runtime.events import EventReader
 
@@ -157,37 +203,54 @@ class JobController:
         self.last_hang_check = 0.0
         self.interrupt_at = self.spot.interruption_after(self.attempt)
 
-    def _monitor(self) -> tuple[str, str | None]:
-        """Watch until every instance has exited, or a stop, a timeout, an interruption or a failure
-        ends the attempt."""
-        started = time.monotonic()
-        while True:
-            self._read_events()
-            self._scrape()
-            if self._waiting_for_capacity():
-                started = time.monotonic()  # max_run counts from when the instances have somewhere to run
-            self._poll_exits()
-            if any(code != 0 for code in self.exit_codes.values()):
-                return self._failure(self._first_cause())
-            if len(self.exit_codes) == len(self.instances):
-                return "completed", None
-            if self.store.stop_requested(self.name):
-                return "stopped", "Stopped"
-            if self._watchers_ask_to_stop():
-                return "stopped", "Stopped"
-            elapsed = time.monotonic() - started
-            if self.run_seconds + elapsed > self.spec.max_run:
-                return "stopped", "MaxRuntimeExceeded"
-            if self._max_wait_spent():
-                return "stopped", "MaxWaitTimeExceeded"
-            hang = self._hang(elapsed)
-            if hang:
-                return "failed", f"AlgorithmError: {hang}"
-            requested = self.store.take_interrupt_request(self.name)
-            if requested or (self.interrupt_at is not None and elapsed >= self.interrupt_at):
-                host = requested if requested not in (None, "*") else None
-                return "interrupted", host
-            time.sleep(POLL_SECONDS)
+    # -- RUNNING: watch the attempt, decide, act ------------------------------------------------
+    def _step_running(self) -> State:
+        decision = self._decide()
+        if decision is None:
+            return State.RUNNING
+        if isinstance(decision, Complete):
+            self._read_events()  # the last ones, written after the monitor's last read
+            self._end_attempt("Completed", None)
+            self.store.transition(self.name, "InProgress", "Uploading", "Uploading generated training model")
+            return State.UPLOADING
+        if isinstance(decision, Fail):
+            self._shutdown(FAILURE_GRACE_SECONDS)
+            self._end_attempt("Failed", decision.reason)
+            self.ending = decision
+            return State.FAILING
+        if isinstance(decision, Stop):
+            return self._stopping(decision)
+        if isinstance(decision, Interrupt):
+            return self._interrupted(decision.host)
+        from shipyard.control.retries import record_retry
+
+        self._shutdown(FAILURE_GRACE_SECONDS)
+        self._end_attempt("Failed", decision.reason)
+        self.keep, self.restart_message = (), record_retry(self.store, self.name, decision.reason)
+        return State.RESTARTING
+
+    def _decide(self) -> Decision | None:
+        """One look at the attempt, in order of precedence: a failure, completion, a stop, the rules,
+        max_run and max_wait, a hang, an interruption; None while it just runs."""
+        from shipyard.control import policies
+
+        self._read_events()
+        self._scrape()
+        if self._waiting_for_capacity():
+            self.attempt_clock = time.monotonic()
+        self._poll_exits()
+        if any(code != 0 for code in self.exit_codes.values()):
+            return self._failure(self._first_cause())
+        if len(self.exit_codes) == len(self.instances):
+            return Complete()
+        if self.store.stop_requested(self.name):
+            return Stop("Stopped", "Stop requested")
+        if stop := self._watchers_ask_to_stop():
+            return stop
+        elapsed = time.monotonic() - self.attempt_clock
+        timeout = policies.timeouts(self.spec, self.run_seconds + elapsed, time.time() - self.first_started_at)
+        return (timeout or self._hang(elapsed)
+                or policies.interruption(self.store.take_interrupt_request(self.name), self.interrupt_at, elapsed))
 
     def _waiting_for_capacity(self) -> str | None:
         """Instances of a backend that queues them (ray) say why they wait; shown as Pending."""
@@ -203,28 +266,26 @@ class JobController:
                 self.store.transition(self.name, "InProgress", "Starting", "Capacity found: starting the instances")
         return waiting
 
-    def _watchers_ask_to_stop(self) -> bool:
+    def _watchers_ask_to_stop(self) -> Stop | None:
         if not self.watchers or time.monotonic() - self.last_watch < WATCH_SECONDS:
-            return False
+            return None
         from shipyard.control.watchers import poll_all
 
         self.last_watch = time.monotonic()
         request = poll_all(self.watchers, self.store, self.name)
-        if request is not None:
-            self.stop_message = request.message
-        return request is not None
+        return Stop("Stopped", request.message) if request is not None else None
 
-    def _hang(self, elapsed: float) -> str | None:
+    def _hang(self, elapsed: float) -> Fail | None:
         """Heartbeats are read every couple of seconds, not every poll."""
         if not self.spec.hang_timeout_seconds or elapsed - self.last_hang_check < HANG_CHECK_SECONDS:
             return None
-        from shipyard.control.hangs import find_hang
+        from shipyard.control.policies import hang
         from shipyard.runtime.heartbeat import read_all
 
         self.last_hang_check = elapsed
         beats = [b for i in self.instances if i.plan.config.heartbeat_dir
                  for b in read_all(i.plan.config.heartbeat_dir)]
-        return find_hang(beats, time.time(), self.spec.hang_timeout_seconds)
+        return hang(beats, time.time(), self.spec.hang_timeout_seconds)
 
     def _poll_exits(self) -> None:
         for instance in self.instances:
@@ -236,46 +297,36 @@ class JobController:
     def _first_cause(self) -> str:
         """The failed host to name: the first to fail, unless its error only says a peer went away
         (runtime/failure.py) and another fails for a reason of its own within CAUSE_WAIT_SECONDS."""
+        from shipyard.control.failures import peer_lost
+
         deadline = time.monotonic() + CAUSE_WAIT_SECONDS
-        peer_lost: dict[str, bool] = {}  # each host's failure read once
+        lost_peer: dict[str, bool] = {}  # each host's failure read once
         while True:
             failed = [h for h in self.exit_order if self.exit_codes[h] != 0]
             for host in failed:
-                if host not in peer_lost:
-                    peer_lost[host] = self._peer_lost(host)
-            causes = [h for h in failed if not peer_lost[h]]
+                if host not in lost_peer:
+                    lost_peer[host] = peer_lost(self._instance(host), self.exit_codes[host])
+            causes = [h for h in failed if not lost_peer[h]]
             if causes or time.monotonic() >= deadline or len(self.exit_codes) == len(self.instances):
                 return (causes or failed)[0]
             time.sleep(POLL_SECONDS)
             self._poll_exits()
 
-    def _peer_lost(self, host: str) -> bool:
-        from shipyard.runtime.failure import only_peer_lost
-
-        instance = next(i for i in self.instances if i.host == host)
-        return not instance.lost_reason and only_peer_lost(self._failure_reason(host))
-
-    def _failure(self, host: str) -> tuple[str, str]:
+    def _failure(self, host: str) -> Fail | Retry | Interrupt:
+        from shipyard.control.failures import classify
         from shipyard.control.retries import may_retry
 
-        instance = next(i for i in self.instances if i.host == host)
-        lost = instance.lost_reason
-        if lost and self.spec.use_spot_instances:
-            return "interrupted", host
-        reason = f"InternalServerError: {host}: {lost}" if lost else self._failure_reason(host)
-        platform = reason.startswith("InternalServerError")
-        if platform and may_retry(self.store, self.name, self.spec.max_retry_attempts):
-            return "retry", reason
-        return "failed", reason
+        return classify(self._instance(host), self.exit_codes[host], self.spec.use_spot_instances,
+                        may_retry(self.store, self.name, self.spec.max_retry_attempts))
+
+    def _instance(self, host: str):
+        return next(i for i in self.instances if i.host == host)
 
     def _read_events(self, phases: bool = True) -> None:
         for host, reader in self.readers.items():
             for event in reader.read():
                 if phases or event.get("event") != "phase":
                     self._on_event(host, event)
-
-    def _max_wait_spent(self) -> bool:
-        return self.spec.max_wait is not None and time.time() - self.first_started_at > self.spec.max_wait
 
     def _on_event(self, host: str, event: dict) -> None:
         kind = event.get("event")
@@ -311,41 +362,37 @@ class JobController:
             self.store.add_metrics(self.name, scraper.scrape())
 
     # -- between attempts ---------------------------------------------------------------------
-    def _next_attempt(self, outcome: tuple[str, str | None]) -> tuple[str, str] | None:
-        """End this attempt and start the next one if capacity returns in time (None); otherwise the
-        outcome that ends the job."""
-        kind, detail = outcome
-        keep: tuple = ()
-        if kind == "interrupted":
-            who = detail or "all instances"
-            self.store.transition(self.name, "InProgress", "Interrupted", f"Spot capacity reclaimed ({who})")
-            keep = self._pause_survivors(detail)
-            self._shutdown(self.spec.interruption_notice_seconds, [i for i in self.instances if i not in keep])
-            self._end_attempt("Interrupted", f"spot interruption of {who}")
-            deadline = time.monotonic() + self.spot.capacity_delay()
-            while True:
-                if self.store.stop_requested(self.name):
-                    return "stopped", "Stopped"
-                if self._max_wait_spent():
-                    return "stopped", "MaxWaitTimeExceeded"
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(POLL_SECONDS)
-            message = (f"Replacing {detail}; the other instances rejoin" if keep
-                       else "Restarting after a spot interruption")
-        else:
-            from shipyard.control.retries import record_retry
+    def _interrupted(self, lost: str | None) -> State:
+        """Capacity went: the lost instance (or all) gets its notice; when one is lost, the others pause
+        and are kept. Then INTERRUPTED until capacity returns."""
+        who = lost or "all instances"
+        self.store.transition(self.name, "InProgress", "Interrupted", f"Spot capacity reclaimed ({who})")
+        self.keep = self._pause_survivors(lost)
+        self._shutdown(self.spec.interruption_notice_seconds, [i for i in self.instances if i not in self.keep])
+        self._end_attempt("Interrupted", f"spot interruption of {who}")
+        self.capacity_back = time.monotonic() + self.spot.capacity_delay()
+        self.restart_message = (f"Replacing {lost}; the other instances rejoin" if self.keep
+                                else "Restarting after a spot interruption")
+        return State.INTERRUPTED
 
-            self._shutdown(FAILURE_GRACE_SECONDS)
-            self._end_attempt("Failed", detail)
-            message = record_retry(self.store, self.name, detail)
-        self.store.transition(self.name, "InProgress", "Starting", message)
+    def _step_interrupted(self) -> State:
+        from shipyard.control.policies import max_wait_spent
+
+        if self.store.stop_requested(self.name):
+            return self._stopping(Stop("Stopped", "Stop requested"))
+        if stop := max_wait_spent(self.spec, time.time() - self.first_started_at):
+            return self._stopping(stop)
+        return State.RESTARTING if time.monotonic() >= self.capacity_back else State.INTERRUPTED
+
+    def _step_restarting(self) -> State:
+        self.store.transition(self.name, "InProgress", "Starting", self.restart_message)
         self.attempt += 1
-        plan, port = self._plan_attempt(keep)
-        self._start_instances(plan, keep)
-        for instance in keep:
+        plan, port = self._plan_attempt(self.keep)
+        self._start_instances(plan, self.keep)
+        for instance in self.keep:
             instance.control.send("resume", master_port=port)
-        return None
+        self._attempt_started()
+        return State.RUNNING
 
     def _pause_survivors(self, lost: str | None) -> tuple:
         """When one instance is lost, the others pause (their scripts get the notice) and keep their
@@ -387,47 +434,41 @@ class JobController:
         return plan, port
 
     # -- endings ------------------------------------------------------------------------------
-    def _conclude(self, outcome: tuple[str, str | None]) -> None:
-        kind, detail = outcome
-        if kind == "completed":
-            self._read_events()  # the last ones, written after the monitor's last read
-            self._end_attempt("Completed", None)
-            self.store.transition(self.name, "InProgress", "Uploading", "Uploading generated training model")
-            self._wrap_up()
+    def _stopping(self, stop: Stop) -> State:
+        self.store.transition(self.name, "Stopping", "Stopping", stop.message)
+        self._shutdown(self.spec.stop_grace_seconds)
+        if self.store.attempts(self.name)[-1]["end_time"] is None:
+            self._end_attempt("Stopped", stop.secondary)
+        self.ending = stop
+        return State.STOPPING
+
+    def _step_ending(self) -> State:
+        """The instances have ended: the last metrics, rules' last look, the artifacts, the final status."""
+        from shipyard.control.metrics import unmatched_report
+        from shipyard.control.watchers import finish_all
+
+        self._scrape()
+        before = {m["name"] for m in self.store.metrics(self.name)} if self.continuing else set()
+        for problem in unmatched_report(self.spec.metric_definitions, self.scrapers, before):
+            self.store.add_event(self.name, "warning", problem)
+        finish_all(self.watchers, self.store, self.name)
+        self._upload()
+        if self.state is State.UPLOADING:
             self._finish("Completed", "Completed", None)
-        elif kind in ("failed", "retry"):
-            self._shutdown(FAILURE_GRACE_SECONDS)
-            self._end_attempt("Failed", detail)
-            self._wrap_up()
-            self._finish("Failed", "Failed", detail)
-        else:
-            messages = {"Stopped": self.stop_message or "Stop requested",
-                        "MaxRuntimeExceeded": f"MaxRuntimeInSeconds {self.spec.max_run} exceeded",
-                        "MaxWaitTimeExceeded": f"MaxWaitTimeInSeconds {self.spec.max_wait} exceeded"}
-            self.store.transition(self.name, "Stopping", "Stopping", messages[detail])
-            self._shutdown(self.spec.stop_grace_seconds)
-            if self.store.attempts(self.name)[-1]["end_time"] is None:
-                self._end_attempt("Stopped", detail)
-            self._wrap_up()
-            self._finish("Stopped", detail, None)
+            return State.COMPLETED
+        if self.state is State.FAILING:
+            self._finish("Failed", "Failed", self.ending.reason)
+            return State.FAILED
+        self._finish("Stopped", self.ending.secondary, None)
+        return State.STOPPED
 
     def _finish(self, status: str, secondary: str, reason: str | None) -> None:
+        from shipyard.control.failures import MAX_FAILURE_REASON
+
         if reason:
             self.store.update_job(self.name, failure_reason=reason[:MAX_FAILURE_REASON])
         self.store.update_job(self.name, training_end_time=time.time())
         self.store.transition(self.name, status, secondary, reason.splitlines()[0] if reason else "")
-
-    def _failure_reason(self, host: str) -> str:
-        instance = next(i for i in self.instances if i.host == host)
-        failure = instance.plan.ml_dir / "output" / "failure"
-        code = self.exit_codes[host]
-        if failure.exists():
-            text = failure.read_text(errors="replace").strip()
-            return f"AlgorithmError: {host}: {text}"
-        from shipyard.runtime.failure import error_excerpt
-
-        excerpt = error_excerpt(Path(instance.plan.config.log_path), budget=600)
-        return f"InternalServerError: {host}: the instance exited with code {code} and no failure file\n{excerpt}"
 
     def _shutdown(self, grace: float, instances: list | None = None) -> None:
         """SIGTERM, the grace period, then SIGKILL: whatever the script saves in time is kept."""
@@ -449,13 +490,6 @@ class JobController:
         for instance in self.instances:
             if instance.poll() is None:
                 instance.kill()
-
-    def _wrap_up(self) -> None:
-        """The instances have ended: rules take a last look, then the artifacts are uploaded."""
-        from shipyard.control.watchers import finish_all
-
-        finish_all(self.watchers, self.store, self.name)
-        self._upload()
 
     def _upload(self) -> None:
         from shipyard.storage import archive, transfer

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.backends import get_backend
-from shipyard.control.controller import PLAN_FILE
 from shipyard.backends.resources import MachineResources
 from shipyard.errors import ShipyardError
 from shipyard.runtime import launchers
 from shipyard.runtime.launchers import tf_config
 from shipyard.runtime.agent import script_environment
 from shipyard.spec.job import JobSpec
+
+
+PLAN_FILE = "plan.json"     # written here by the submitting client, read by the controller
 
 
 @dataclass(frozen=True)

@@ -154,10 +154,14 @@ def excerpt(lines: list[str], budget: int = BUDGET) -> str:
 
 
 def error_excerpt(log: Path, start: int = 0, budget: int = BUDGET) -> str:
-    """The excerpt of a host's log written since byte `start` (only its last 16 KiB are read)."""
-    with open(log, "rb") as f:
-        f.seek(max(start, f.seek(0, 2) - _TAIL_BYTES))
-        lines = f.read().decode(errors="replace").splitlines()
+    """The excerpt of a host's log written since byte `start` (only its last 16 KiB are read); empty
+    when the instance never wrote one (it died before its first line)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(start, f.seek(0, 2) - _TAIL_BYTES))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return ""
     return excerpt([line for line in lines if " shipyard-agent " not in line], budget)
 
 

@@ -120,3 +120,7 @@ def test_torchrun_ranks_interleaved_with_noise(tmp_path):
 def test_only_noise_is_still_shown(tmp_path):
     """A process that printed nothing but framework logging: that is what there is to show."""
     assert error_excerpt(_log(tmp_path, NOISE)).endswith(NOISE.splitlines()[-1])
+
+
+def test_an_instance_that_never_wrote_a_log_has_an_empty_excerpt(tmp_path):
+    assert error_excerpt(tmp_path / "never-written.log") == ""

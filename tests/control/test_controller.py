@@ -1,0 +1,260 @@
+"""The job controller stepped one transition at a time against a fake backend: instances are objects
+the test ends, loses or pauses; everything else is real (the store, the plans, the events files, the
+artifacts). Each test checks the states the controller went through and what the store says."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from shipyard.backends.local import LocalBackend
+from shipyard.control import policies
+from shipyard.control.controller import TRANSITIONS, JobController, State
+from shipyard.control.decisions import Fail, Interrupt, Retry, Stop
+from shipyard.control.failures import classify
+from shipyard.control.planning import plan_job, write_plan
+from shipyard.spec.job import JobSpec
+from shipyard.store import Store
+
+
+class FakeControl:
+    """The agent's side of pause/resume: a paused agent says so in its events, as runtime/agent.py does."""
+
+    def __init__(self, events_path: str) -> None:
+        self.events_path, self.sent = events_path, []
+
+    def send(self, action: str, **fields) -> None:
+        self.sent.append((action, fields))
+        if action == "pause":
+            _event(self.events_path, event="paused", code=143)
+
+
+class FakeInstance:
+    location = "fake"
+
+    def __init__(self, plan) -> None:
+        self.plan, self.code, self.lost_reason, self.waiting_for = plan, None, None, None
+        self.control = FakeControl(plan.config.events_path)
+        self.terminated = False
+
+    @property
+    def host(self) -> str:
+        return self.plan.host
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def terminate(self) -> None:
+        self.terminated = True
+        if self.code is None:
+            self.code = 143
+
+    def kill(self) -> None:
+        if self.code is None:
+            self.code = -9
+
+    def fail(self, code: int, failure: str | None = None) -> None:
+        """The script failed: its agent writes the toolkit's failure file, then exits."""
+        if failure is not None:
+            (self.plan.ml_dir / "output").mkdir(parents=True, exist_ok=True)
+            (self.plan.ml_dir / "output" / "failure").write_text(failure)
+        self.code = code
+
+
+class FakeBackend(LocalBackend):
+    """The local backend's real plans, with instances that are not processes."""
+
+    def __init__(self, job_dir: Path) -> None:
+        super().__init__(job_dir)
+        self.started: list[FakeInstance] = []
+
+    def start(self, plan) -> FakeInstance:
+        Path(plan.config.log_path).touch()  # as the real start opens the host's log for the agent
+        self.started.append(FakeInstance(plan))
+        return self.started[-1]
+
+
+SCRIPT = {"sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"file:///src/sourcedir.tar.gz"'}
+
+
+def _event(path: str, **event) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+@pytest.fixture
+def job(home, tmp_path):
+    """make(**spec fields) -> (controller, backend), the job submitted as fit() submits it."""
+
+    def make(**fields) -> tuple[JobController, FakeBackend]:
+        store = Store(home)
+        spec = JobSpec(job_name="job", instance_count=2, output_path=f"file://{tmp_path / 'out'}",
+                       stop_grace_seconds=1, hyperparameters=SCRIPT, **fields)
+        store.create_job(spec)
+        job_dir = store.job_dir("job")
+        write_plan(spec, job_dir, plan_job(spec, job_dir))
+        backend = FakeBackend(job_dir)
+        controller = JobController(home, "job", backend=backend)
+        controller.start()
+        return controller, backend
+
+    return make
+
+
+def _steps(controller: JobController, until: State, limit: int = 20) -> list[State]:
+    """Step at least once, until `until`: the states gone through."""
+    seen = [controller.step()]
+    while seen[-1] is not until and len(seen) < limit:
+        seen.append(controller.step())
+    return seen
+
+
+def _secondaries(store: Store) -> list[str]:
+    return [t.status for t in store.get_job("job").transitions]
+
+
+def test_a_job_whose_instances_succeed_uploads_then_completes(job):
+    controller, backend = job()
+    one, two = backend.started
+    for instance in (one, two):
+        _event(instance.plan.config.events_path, event="phase", phase="Training")
+    assert controller.step() is State.RUNNING
+    one.code = 0
+    assert controller.step() is State.RUNNING  # algo-2 still runs
+    two.code = 0
+    assert _steps(controller, State.COMPLETED) == [State.UPLOADING, State.COMPLETED]
+    store = controller.store
+    record = store.get_job("job")
+    assert (record.status, record.secondary_status) == ("Completed", "Completed")
+    assert _secondaries(store)[-3:] == ["Training", "Uploading", "Completed"]
+    assert [a["outcome"] for a in store.attempts("job")] == ["Completed"]
+    assert Path(record.model_artifacts.removeprefix("file://")).is_file()
+
+
+def test_the_failure_named_is_the_cause_not_the_peer_whose_collective_broke(job):
+    controller, backend = job()
+    one, two = backend.started
+    one.fail(1, 'ExecuteUserScriptError:\nExitCode 1\nErrorMessage "RuntimeError: Connection closed by peer"')
+    two.fail(1, 'ExecuteUserScriptError:\nExitCode 1\nErrorMessage "MemoryError: the cause"')
+    assert _steps(controller, State.FAILED) == [State.FAILING, State.FAILED]
+    record = controller.store.get_job("job")
+    assert record.status == "Failed" and record.failure_reason.startswith("AlgorithmError: algo-2:")
+    assert "the cause" in record.failure_reason
+    assert [a["outcome"] for a in controller.store.attempts("job")] == ["Failed"]
+
+
+def test_a_stop_request_terminates_the_instances_and_ends_stopped(job):
+    controller, backend = job()
+    controller.store.request_stop("job")
+    assert _steps(controller, State.STOPPED) == [State.STOPPING, State.STOPPED]
+    assert all(i.terminated for i in backend.started)
+    record = controller.store.get_job("job")
+    assert (record.status, record.secondary_status) == ("Stopped", "Stopped")
+    assert _secondaries(controller.store)[-2:] == ["Stopping", "Stopped"]
+
+
+def test_max_run_counts_the_attempt_s_running_time(job):
+    controller, _ = job(max_run=5)
+    assert controller.step() is State.RUNNING
+    controller.attempt_clock -= 6  # the attempt has run 6 s
+    assert _steps(controller, State.STOPPED) == [State.STOPPING, State.STOPPED]
+    assert controller.store.get_job("job").secondary_status == "MaxRuntimeExceeded"
+
+
+def test_a_lost_spot_instance_is_replaced_and_the_other_rejoins(job, tmp_path):
+    controller, backend = job(use_spot_instances=True, max_run=100, max_wait=100, checkpoint_s3_uri=f"file://{tmp_path / 'ck'}",
+                              interruption_notice_seconds=5)
+    one, two = backend.started
+    two.lost_reason, two.code = "node 7 died", -9
+    assert _steps(controller, State.RUNNING) == [State.INTERRUPTED, State.RESTARTING, State.RUNNING]
+    assert one.control.sent[0] == ("pause", {}) and one.control.sent[1][0] == "resume"
+    assert not one.terminated  # kept, with its data and environment
+    replacement = backend.started[2]
+    assert [i.host for i in backend.started] == ["algo-1", "algo-2", "algo-2"]
+    assert controller.instances == [one, replacement]
+    assert one.control.sent[1][1]["master_port"] == replacement.plan.config.master_port
+    store = controller.store
+    assert [(a["outcome"], a["reason"]) for a in store.attempts("job")] == [
+        ("Interrupted", "spot interruption of algo-2"), (None, None)]
+    assert _secondaries(store)[-2:] == ["Interrupted", "Starting"]
+    one.code = replacement.code = 0
+    assert _steps(controller, State.COMPLETED) == [State.UPLOADING, State.COMPLETED]
+
+
+def test_a_platform_failure_is_retried_while_retries_are_left(job):
+    controller, backend = job(max_retry_attempts=1)
+    backend.started[0].fail(1)  # the agent died: no failure file
+    assert _steps(controller, State.RUNNING) == [State.RESTARTING, State.RUNNING]
+    assert controller.attempt == 2 and len(backend.started) == 4
+    assert [e["message"].split(":")[0] for e in controller.store.events("job", kind="retry")] == [
+        "InternalServerError"]
+    backend.started[3].fail(1)  # and again: no retry left
+    assert _steps(controller, State.FAILED) == [State.FAILING, State.FAILED]
+    assert controller.store.get_job("job").failure_reason.startswith("InternalServerError: algo-2:")
+
+
+def test_stop_while_waiting_for_capacity(job, tmp_path):
+    controller, backend = job(use_spot_instances=True, max_run=100, max_wait=100, checkpoint_s3_uri=f"file://{tmp_path / 'ck'}",
+                              spot_simulation={"capacity_delay_seconds": 60})
+    controller.store.request_interrupt("job")
+    assert controller.step() is State.INTERRUPTED
+    assert controller.step() is State.INTERRUPTED  # capacity is still gone
+    controller.store.request_stop("job")
+    assert _steps(controller, State.STOPPED) == [State.STOPPING, State.STOPPED]
+    assert [a["outcome"] for a in controller.store.attempts("job")] == ["Interrupted"]
+
+
+def test_every_state_has_its_transitions_and_the_ends_have_none():
+    assert set(TRANSITIONS) == set(State)
+    assert {s for s in State if s.terminal} == {State.COMPLETED, State.FAILED, State.STOPPED}
+    reachable = {State.RUNNING}
+    for _ in State:
+        reachable |= {t for s in reachable for t in TRANSITIONS[s]}
+    assert reachable == set(State)
+
+
+# -- the policies, on their own --------------------------------------------------------------------
+def _spec(**fields) -> JobSpec:
+    return JobSpec(job_name="job", output_path="file:///out", **fields)
+
+
+def test_timeouts():
+    spot = _spec(use_spot_instances=True, max_run=10, max_wait=20, spot_without_checkpoints=True)
+    assert policies.timeouts(spot, run_seconds=9, since_first_start=19) is None
+    assert policies.timeouts(spot, run_seconds=11, since_first_start=11) == Stop(
+        "MaxRuntimeExceeded", "MaxRuntimeInSeconds 10 exceeded")
+    assert policies.timeouts(spot, run_seconds=5, since_first_start=21) == Stop(
+        "MaxWaitTimeExceeded", "MaxWaitTimeInSeconds 20 exceeded")
+    assert policies.timeouts(_spec(max_run=10), run_seconds=5, since_first_start=10 ** 6) is None
+
+
+def test_interruptions():
+    assert policies.interruption(None, None, 100) is None
+    assert policies.interruption(None, 30.0, 29) is None
+    assert policies.interruption(None, 30.0, 30) == Interrupt(None)
+    assert policies.interruption("*", None, 0) == Interrupt(None)
+    assert policies.interruption("algo-2", None, 0) == Interrupt("algo-2")
+
+
+def test_hang_decision_names_the_rank():
+    now = time.time()
+    beats = [{"rank": 0, "host": "algo-1", "time": now, "progress_time": now - 400, "collective": True,
+              "where": "allreduce", "steps": 4},
+             {"rank": 1, "host": "algo-2", "time": now, "progress_time": now - 400, "collective": False,
+              "where": "train.py:9", "steps": 4}]
+    decision = policies.hang(beats, now, 300)
+    assert isinstance(decision, Fail) and "rank 1 on algo-2 is not waiting for the others" in decision.reason
+    assert policies.hang(beats, now, 500) is None
+
+
+class _Lost:
+    host, lost_reason = "algo-2", "node gone"
+
+
+def test_classify_a_lost_instance():
+    assert classify(_Lost(), -9, spot=True, retries_left=False) == Interrupt("algo-2")
+    assert classify(_Lost(), -9, spot=False, retries_left=True) == Retry("InternalServerError: algo-2: node gone")
+    assert classify(_Lost(), -9, spot=False, retries_left=False) == Fail("InternalServerError: algo-2: node gone")

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "Estimator": "shipyard.sdk.estimator",
-    "TrainingInput": "shipyard.sdk.inputs",
-    "TrainingJob": "shipyard.sdk.job",
-}
+from shipyard.lazy import exports
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'shipyard' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__all__ = ["Estimator", "TrainingInput", "TrainingJob"]
+__getattr__ = exports(__name__, {
+    "Estimator": "shipyard.sdk.estimator:Estimator", "TrainingInput": "shipyard.sdk.inputs:TrainingInput",
+    "TrainingJob": "shipyard.sdk.job:TrainingJob",
+})

@@ -1,18 +1,14 @@
-"""The debugger: tensors saved by a hook, read back with trial(), judged by rules. See docs/debugger.md."""
+"""The debugger: tensors saved by a hook, read back with trial(), judged by rules. See docs/debugger.md.
+The names load when first used: the hook in a training process imports this package without them (and
+`Hook` stays torch-free until a hook is made)."""
 
-from shipyard.debugger import modes, rule_configs
-from shipyard.debugger.sdk import CommandAction, Rule, StopTrainingAction, WebhookAction
-from shipyard.debugger.trial import trial
-from shipyard.spec.debugger import CollectionConfig, DebuggerHookConfig
-
-
-def __getattr__(name: str):
-    if name == "Hook":  # the explicit API; importing it stays torch-free until a hook is made
-        from shipyard.debugger.hook import Hook
-
-        return Hook
-    raise AttributeError(name)
-
+from shipyard.lazy import exports
 
 __all__ = ["CollectionConfig", "CommandAction", "DebuggerHookConfig", "Hook", "Rule", "StopTrainingAction",
            "WebhookAction", "modes", "rule_configs", "trial"]
+__getattr__ = exports(__name__, {
+    **{name: f"shipyard.debugger.sdk:{name}" for name in ("CommandAction", "Rule", "StopTrainingAction", "WebhookAction")},
+    **{name: f"shipyard.spec.debugger:{name}" for name in ("CollectionConfig", "DebuggerHookConfig")},
+    "Hook": "shipyard.debugger.hook:Hook", "trial": "shipyard.debugger.trials:trial",
+    "modes": "shipyard.debugger.modes", "rule_configs": "shipyard.debugger.rule_configs",
+})

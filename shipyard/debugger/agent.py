@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from shipyard.debugger.storage import parse_index_key
-from shipyard.debugger.trial import debug_output_uri
+from shipyard.debugger.trials import debug_output_uri
 
 CONFIG_FILE = "debughookconfig.json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shipyard.debugger import modes, trial
-from shipyard.debugger.trial import TensorUnavailable
+from shipyard.debugger.trials import TensorUnavailable
 
 LOSS = "MSELoss_output_0"
 

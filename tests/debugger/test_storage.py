@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shipyard.debugger import storage, trial
-from shipyard.debugger.trial import TensorUnavailable
+from shipyard.debugger.trials import TensorUnavailable
 
 
 def test_layout_values_and_reductions_round_trip(loop, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from shipyard.debugger.collections import BUILTIN_REGEX
 from shipyard.debugger.storage import Writer
-from shipyard.debugger.trial import Trial
+from shipyard.debugger.trials import Trial
 from shipyard.rules import rule_module
 from shipyard.rules.parameters import parse_parameters
 

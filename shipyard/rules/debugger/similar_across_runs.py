@@ -27,7 +27,7 @@ def check(values: dict) -> None:
 class SimilarAcrossRuns(Rule):
     def __init__(self, base_trial, **parameters) -> None:
         super().__init__(base_trial, **parameters)
-        from shipyard.debugger.trial import trial
+        from shipyard.debugger.trials import trial
 
         self.others = [(where, trial(where)) for where in parameters["other_trials"]]
 

@@ -68,7 +68,7 @@ class DebuggerRulesWatcher:
     name = "debugger rules"
 
     def __init__(self, spec, store) -> None:
-        from shipyard.debugger.trial import Trial, debug_output_uri
+        from shipyard.debugger.trials import Trial, debug_output_uri
 
         self.job, self.store = spec.job_name, store
         hook = spec.debugger_hook_config

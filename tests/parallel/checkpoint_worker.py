@@ -14,6 +14,7 @@ from torch.utils.data import TensorDataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 import parallel_scenarios as sc  # noqa: E402
+from evidence import plain_name  # noqa: E402
 
 import shipyard.parallel as sp  # noqa: E402
 
@@ -36,7 +37,7 @@ def steps(model, optimizer, batches):
 
 def full(model):
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-    return {sc.plain_name(k): v.detach().clone() for k, v in state.items()}
+    return {plain_name(k): v.detach().clone() for k, v in state.items()}
 
 
 def main() -> None:

@@ -3,7 +3,6 @@ training on N ranks through shipyard.parallel). Same model, same seed, same glob
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import torch
@@ -108,11 +107,3 @@ def reference(scenario: Scenario) -> dict[str, torch.Tensor]:
             opt.step()
         opt.zero_grad()
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
-
-
-WRAPPERS = re.compile(r"(^|\.)(module|_checkpoint_wrapped_module|_fsdp_wrapped_module)(?=\.)")
-
-
-def plain_name(key: str) -> str:
-    """A parameter's name in the unwrapped model (DDP's `module.`, checkpoint wrappers, the pipeline stage)."""
-    return WRAPPERS.sub("", key).lstrip(".")

@@ -1,9 +1,11 @@
 """Mathematical equivalence: every strategy trained on N gloo ranks (CPU) through shipyard.parallel ends
 with the parameters of the same model trained in one process on the same global batches (per-scenario
-tolerances in parallel_scenarios.py). Each world size is one set of processes running every scenario."""
+tolerances in parallel_scenarios.py), and each strategy visibly applied on every rank (applied.py): plain
+DDP would reach the same numbers. Each world size is one set of processes running every scenario."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import parallel_scenarios as sc  # noqa: E402
+pytest.register_assert_rewrite("applied")  # its failures show the values compared
+from applied import assert_applied  # noqa: E402
 from ranks import run_ranks  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -50,3 +54,11 @@ def test_strategy_matches_single_process(trained, name):
             assert difference <= scenario.tolerance, f"{name} rank {rank} {key}: off by {difference:.3g}"
     # the model really moved: a broken optimizer step would also "agree" with an unchanged reference
     assert any((v - sc.model().state_dict()[k]).abs().max() > 1e-3 for k, v in expected.items())
+
+
+@pytest.mark.parametrize("name", [s.name for s in sc.SCENARIOS])
+def test_strategy_applied(trained, name):
+    scenario = sc.BY_NAME[name]
+    out = trained(scenario.world)
+    reports = [json.loads((out / f"{name}-rank{r}.json").read_text()) for r in range(scenario.world)]
+    assert_applied(scenario.parameters, reports, sc.STEPS, adam=scenario.optimizer == "adam")

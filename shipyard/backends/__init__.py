@@ -3,17 +3,18 @@ line and environment of every instance) and starts them; the controller never ca
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Protocol
+
+from shipyard.registry import Registry
 
 if TYPE_CHECKING:
     from shipyard.backends.resources import InstanceResources, MachineResources
     from shipyard.spec.job import JobSpec
 
-REGISTRY: dict[str, str] = {
+REGISTRY = Registry("backends", {
     "local": "shipyard.backends.local:LocalBackend",
     "ray": "shipyard.backends.ray:RayBackend",
-}
+})
 
 
 class Instance(Protocol):
@@ -62,9 +63,4 @@ class Backend(Protocol):
 
 
 def get_backend(name: str, **kwargs) -> Backend:
-    from shipyard.errors import unknown_name_error
-
-    if name not in REGISTRY:
-        raise unknown_name_error("backend", name, REGISTRY)
-    module, _, attr = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), attr)(**kwargs)
+    return REGISTRY.load(name)(**kwargs)

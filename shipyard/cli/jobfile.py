@@ -20,16 +20,17 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.registry import Registry
 from shipyard.sdk.arguments import DEPRECATED, MEANINGLESS_HERE, NOT_YET, SDK_ARGUMENTS, SPEC_ARGUMENTS
 from shipyard.spec.job import JobSpec
 
-FRAMEWORKS: dict[str, str] = {
+FRAMEWORKS = Registry("frameworks", {
     "pytorch": "shipyard.sdk.frameworks:PyTorch",
     "tensorflow": "shipyard.sdk.frameworks:TensorFlow",
     "sklearn": "shipyard.sdk.frameworks:SKLearn",
     "xgboost": "shipyard.sdk.frameworks:XGBoost",
     "none": "shipyard.sdk.estimator:Estimator",
-}
+})
 DEFAULT_FRAMEWORK = "pytorch"
 CHANNEL_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
 # SageMaker arguments a migrated file may carry: handed to the estimator, which warns or refuses.
@@ -341,11 +342,7 @@ def _merge_inputs(inputs: dict[str, dict[str, Any]], channels: tuple[str, ...],
 
 # -- the estimator ----------------------------------------------------------------------------------
 def make_estimator(request: JobRequest):
-    import importlib
-
-    module, _, attr = FRAMEWORKS[request.framework or DEFAULT_FRAMEWORK].partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    return cls(**request.arguments)
+    return FRAMEWORKS.load(request.framework or DEFAULT_FRAMEWORK)(**request.arguments)
 
 
 def fit_inputs(request: JobRequest) -> dict | None:

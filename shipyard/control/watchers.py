@@ -1,22 +1,23 @@
 """Watchers run beside a job inside its controller: debugger rules, profiler rules, and whatever else
-must look at a job while it trains. Each kind is a module registered by name in REGISTRY whose
+must look at a job while it trains. Each kind is a function registered by name in REGISTRY that
 `create(spec, job_dir, store)` returns a Watcher, or None when the job does not ask for it, so a job
 with no rules pays nothing. A watcher records what it finds itself (rule statuses in the store); the
 controller only polls it and stops the job when it asks."""
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-# name -> "module:function"; imported only for jobs that get that far.
-REGISTRY: dict[str, str] = {
+from shipyard.registry import Registry
+
+# imported only for jobs that get that far.
+REGISTRY = Registry("watchers", {
     "debugger_rules": "shipyard.rules.debugger.watcher:create",
     "profiler_rules": "shipyard.profiler.watcher:create",
-}
+})
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,8 @@ class Watcher(Protocol):
 
 def start_watchers(spec, job_dir: Path, store) -> list[Watcher]:
     watchers = []
-    for name, target in REGISTRY.items():
-        module, _, attr = target.partition(":")
-        watcher = getattr(importlib.import_module(module), attr)(spec, job_dir, store)
+    for name in REGISTRY:
+        watcher = REGISTRY.load(name)(spec, job_dir, store)
         if watcher is not None:
             watchers.append(watcher)
     return watchers

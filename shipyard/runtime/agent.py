@@ -13,7 +13,6 @@ so nothing printed is lost whichever process crashes, this agent included."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from shipyard.contract.config import write_configs
 from shipyard.contract.environment import TrainingEnvironment
 from shipyard.contract.layout import Layout
 from shipyard.errors import ShipyardError
+from shipyard.registry import Registry
 from shipyard.runtime import launchers
 from shipyard.runtime.config import AgentConfig
 from shipyard.runtime.control import CONTROL_FILE, CONTROL_POLL_SECONDS, ControlChannel
@@ -47,7 +47,7 @@ FLUSH_SECONDS = 300.0
 # their settings -> their module): each module's start(settings, agent_config, input_config_dir) returns what
 # finish(timeout) ends once the script has (True: every file it wrote reached the job's URI), and its
 # script_environment(settings, base) is what the training processes need.
-SERVICES = {"profiler": "shipyard.profiler.agent", "debugger": "shipyard.debugger.agent"}
+SERVICES = Registry("agent_services", {"profiler": "shipyard.profiler.agent", "debugger": "shipyard.debugger.agent"})
 # How often the sidecars are looked at while the entry point runs.
 SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
@@ -170,10 +170,10 @@ class Agent:
     def start_services(self, started: list) -> None:
         """Start the services the job asks for (SERVICES) before the script, each added to `started` as
         (name, running) at once, so those started before one that fails are still finished."""
-        for name, module in SERVICES.items():
+        for name in SERVICES:
             settings = getattr(self.config, name)
             if settings:
-                started.append((name, importlib.import_module(module).start(
+                started.append((name, SERVICES.load(name).start(
                     settings, self.config, self.layout.input_config_dir)))
 
     def finish_services(self, started: list) -> None:
@@ -401,9 +401,9 @@ def script_environment(
     child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi_rendezvous)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
-    for name, module in SERVICES.items():
+    for name in SERVICES:
         if getattr(config, name):
-            child.update(importlib.import_module(module).script_environment(getattr(config, name), config.base))
+            child.update(SERVICES.load(name).script_environment(getattr(config, name), config.base))
     child["CUDA_VISIBLE_DEVICES"] = ",".join(config.gpu_ids)
     # The ids are nvidia-smi's (and NVML's, which the profiler reads), numbered in PCI bus order; CUDA's
     # default numbering is fastest first, which on a machine of mixed GPUs names other devices.

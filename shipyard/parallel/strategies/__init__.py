@@ -8,12 +8,12 @@ running module (mixed precision, activation offloading) and the optimizer step (
 
 from __future__ import annotations
 
-import importlib
 from typing import Protocol
 
 from shipyard.parallel.job import Job
+from shipyard.registry import Registry
 
-REGISTRY: dict[str, str] = {
+REGISTRY = Registry("parallel_strategies", {
     "tensor_parallel": "shipyard.parallel.strategies.tensor_parallel:TensorParallel",
     "activation_checkpointing": "shipyard.parallel.strategies.activation_checkpointing:ActivationCheckpointing",
     "ddp": "shipyard.parallel.strategies.ddp:DataParallel",
@@ -23,7 +23,7 @@ REGISTRY: dict[str, str] = {
     "mixed_precision": "shipyard.parallel.strategies.mixed_precision:MixedPrecision",
     "activation_offloading": "shipyard.parallel.strategies.activation_offloading:ActivationOffloading",
     "gradient_accumulation": "shipyard.parallel.strategies.gradient_accumulation:GradientAccumulation",
-}
+})
 
 
 class Strategy(Protocol):
@@ -36,8 +36,7 @@ class Strategy(Protocol):
 
 
 def get(name: str) -> Strategy:
-    module, _, attr = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return REGISTRY.load(name)()
 
 
 def selected(job: Job) -> list[Strategy]:

@@ -2,7 +2,9 @@
 documents for PyTorch and tabular jobs. The XGBoost-only FeatureImportanceOverweight and TreeDepth are not
 here: they read the XGBoost hook's collections (feature_importance, trees), and there is no XGBoost hook."""
 
-RULES: dict[str, str] = {
+from shipyard.registry import Registry
+
+RULES = Registry("debugger_rules", {
     "VanishingGradient": "shipyard.rules.debugger.vanishing_gradient",
     "ExplodingTensor": "shipyard.rules.debugger.exploding_tensor",
     "LossNotDecreasing": "shipyard.rules.debugger.loss_not_decreasing",
@@ -21,4 +23,4 @@ RULES: dict[str, str] = {
     "StalledTrainingRule": "shipyard.rules.debugger.stalled_training_rule",
     "CheckInputImages": "shipyard.rules.debugger.check_input_images",
     "NLPSequenceRatio": "shipyard.rules.debugger.nlp_sequence_ratio",
-}
+})

@@ -2,7 +2,9 @@
 declares PARAMETERS (SageMaker's names and defaults), DESCRIPTION and RECOMMENDATION (the report's
 rules table), and `evaluate(data, params, now, final) -> Finding` over everything collected so far."""
 
-RULES: dict[str, str] = {
+from shipyard.registry import Registry
+
+RULES = Registry("profiler_rules", {
     "StepOutlier": "shipyard.rules.profiler.step_outlier",
     "CPUBottleneck": "shipyard.rules.profiler.cpu_bottleneck",
     "LowGPUUtilization": "shipyard.rules.profiler.low_gpu_utilization",
@@ -15,4 +17,4 @@ RULES: dict[str, str] = {
     "Dataloader": "shipyard.rules.profiler.dataloader",
     "OverallFrameworkMetrics": "shipyard.rules.profiler.overall_framework_metrics",
     "ProfilerReport": "shipyard.rules.profiler.profiler_report",
-}
+})

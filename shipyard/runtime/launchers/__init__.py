@@ -4,12 +4,11 @@ the single-process launcher always matches last. A new strategy is a new module 
 
 from __future__ import annotations
 
-import importlib
-
+from shipyard.registry import Registry
 from shipyard.runtime.launchers.base import LaunchContext, Launcher, LaunchPlan
 
-# name -> "module:class"; imported only when used so the CLI stays fast.
-REGISTRY: dict[str, str] = {
+# imported only when used so the CLI stays fast.
+REGISTRY = Registry("launchers", {
     "mpi": "shipyard.runtime.launchers.mpi:MPI",
     "torch_distributed": "shipyard.runtime.launchers.torchrun:TorchDistributed",
     "pytorchddp": "shipyard.runtime.launchers.torchrun:PyTorchDDP",
@@ -17,12 +16,11 @@ REGISTRY: dict[str, str] = {
     "parameter_server": "shipyard.runtime.launchers.parameter_server:ParameterServer",
     "multi_worker_mirrored_strategy": "shipyard.runtime.launchers.mwms:MultiWorkerMirrored",
     "single": "shipyard.runtime.launchers.single:SingleProcess",
-}
+})
 
 
 def get(name: str) -> Launcher:
-    module, _, attr = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return REGISTRY.load(name)()
 
 
 def select(env) -> Launcher:

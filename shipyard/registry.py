@@ -1,0 +1,50 @@
+"""One kind of registry for everything shipyard finds by name: backends, launchers, parallel
+strategies, watchers, rules, agent services, job-file frameworks (tuning strategies, input modes and
+server routes will register here too).
+
+Built-ins are `"module:attribute"` (or `"module"`) strings, imported only when used, so a name costs
+nothing until a job asks for it. Other packages add entries through the entry-point group
+`shipyard.<kind>` (`[project.entry-points."shipyard.backends"] slurm = "mypkg.slurm:SlurmBackend"`);
+a built-in name cannot be taken over. An unknown name is shipyard's ValidationError naming the closest
+one."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class Registry(Mapping[str, str]):
+    """name -> the object's import path; `load(name)` imports it."""
+
+    def __init__(self, kind: str, builtins: dict[str, str], what: str | None = None) -> None:
+        self.kind = kind
+        self.what = what or kind.rstrip("s").replace("_", " ")  # how an error names the field
+        self._builtins = dict(builtins)
+
+    @functools.cached_property
+    def _entries(self) -> dict[str, str]:
+        from importlib.metadata import entry_points
+
+        added = {ep.name: ep.value for ep in entry_points(group=f"shipyard.{self.kind}")}
+        return {**added, **self._builtins}
+
+    def __getitem__(self, name: str) -> str:
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def load(self, name: str) -> Any:
+        if name not in self._entries:
+            from shipyard.errors import unknown_name_error
+
+            raise unknown_name_error(self.what, name, self._entries)
+        module, _, attribute = self._entries[name].partition(":")
+        loaded = importlib.import_module(module)
+        return getattr(loaded, attribute) if attribute else loaded

@@ -74,10 +74,17 @@ class _JobFileBase(_Frozen):
     """The documented job.yaml schema: the Estimator's arguments (same names) plus our own `framework`,
     `job_name`, `inputs` (fit()'s) and TensorFlow's `model_dir`."""
 
-    framework: Literal["pytorch", "tensorflow", "sklearn", "xgboost", "none"] | None = None
+    framework: str | None = None     # a name in FRAMEWORKS
     job_name: str | None = None
     inputs: dict[str, InputFile] | None = None
     model_dir: Any = None             # TensorFlow only
+
+    @field_validator("framework")
+    @classmethod
+    def _framework(cls, value: str | None) -> str | None:
+        if value is not None and value not in FRAMEWORKS:
+            raise ValueError(unknown_name_error("framework", value, FRAMEWORKS).fix)
+        return value
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -168,7 +175,7 @@ def _translate(label: str, exc: pydantic.ValidationError) -> ValidationError:
         return unknown_name_error(f"{label}: key in {'.'.join(where)}", key, valid)
     error = max(errors, key=lambda e: len(e["loc"]))
     where = ".".join(str(p) for p in error["loc"])
-    return ValidationError(f"{label}: {where}", error.get("input"), error["msg"])
+    return ValidationError(f"{label}: {where}", error.get("input"), error["msg"].removeprefix("Value error, "))
 
 
 def _absolute(path: str, base: Path) -> str:

@@ -398,7 +398,7 @@ def script_environment(
     child["PYTHONPATH"] = os.pathsep.join(paths)
     child["PYTHONUNBUFFERED"] = "TRUE"  # as SageMaker's containers set it; lines stay whole regardless
     child["SHIPYARD_LINE_BUFFERED"] = "1"
-    child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi_rendezvous)
+    child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi.rendezvous)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
     for name in SERVICES:

@@ -20,9 +20,9 @@ from shipyard.control.planning import plan_job
 from shipyard.errors import ValidationError
 from shipyard.runtime.launchers import LaunchContext, get
 from shipyard.runtime.launchers.mpi import PER_INSTANCE_VARS
-from shipyard.runtime.mpi_output import MpiOutput
-from shipyard.runtime.mpi_rendezvous import Rendezvous
-from shipyard.runtime.mpi_worker import Worker, orted_argv
+from shipyard.runtime.mpi.output import MpiOutput
+from shipyard.runtime.mpi.rendezvous import Rendezvous
+from shipyard.runtime.mpi.worker import Worker, orted_argv
 from shipyard.spec.job import JobSpec
 
 MACHINE = MachineResources(vcpus=8, memory_gib=32.0, gpus=())
@@ -64,7 +64,7 @@ def _mpirun(host_list: str, processes: str, nccl_debug: str = "INFO", custom: tu
         "-mca", "btl_tcp_if_include", "lo", "-mca", "oob_tcp_if_include", "lo", "-mca", "plm_rsh_no_tree_spawn", "1",
         "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "self,vader,tcp",
         "-mca", "orte_abort_on_non_zero_status", "1", "-mca", "btl_vader_single_copy_mechanism", "none",
-        "-mca", "plm_rsh_agent", f"{PY} -m shipyard.runtime.mpi_rsh",
+        "-mca", "plm_rsh_agent", f"{PY} -m shipyard.runtime.mpi.rsh",
         "-x", "NCCL_MIN_NRINGS=4", "-x", "NCCL_SOCKET_IFNAME=lo", "-x", f"NCCL_DEBUG={nccl_debug}", "-x", "PATH",
         *custom,
     ]
@@ -79,11 +79,11 @@ def test_leader_runs_mpirun_for_every_rank_and_workers_wait(tmp_path, sandboxed)
     leader, worker = plan_job(spec, tmp_path, MACHINE, master_port=29500)
     assert [leader.launcher, worker.launcher] == ["mpi", "mpi"]
     assert leader.argv == [
-        PY, "-m", "shipyard.runtime.mpi_leader",
+        PY, "-m", "shipyard.runtime.mpi.leader",
         *_mpirun("algo-1:2,algo-2:2", "4", "WARN", ("-x", "GREETING=hello world", "--mca", "foo", "bar")),
         PY, "-m", "mpi4py", "train.py", "--epochs", "3",
     ]
-    assert worker.argv == [PY, "-m", "shipyard.runtime.mpi_worker"]
+    assert worker.argv == [PY, "-m", "shipyard.runtime.mpi.worker"]
     for launch, host in ((leader, "algo-1"), (worker, "algo-2")):
         env = launch.env
         assert env["MASTER_ADDR"] == "algo-1" and env["MASTER_PORT"] == "29500"
@@ -151,14 +151,14 @@ def test_bad_mpi_options_fail_before_anything_runs(home, tmp_path, options, fiel
 # What OpenMPI 4.1 gives its remote agent (recorded from a real mpirun).
 ORTED = [" orted", "--daemonize", "-mca", "ess", '"env"', "-mca", "ess_base_jobid", '"2699296768"',
          "-mca", "orte_hnp_uri", '"2699296768.0;tcp://127.0.0.1:43555"',
-         "-mca", "plm_rsh_agent", f'"{PY} -m shipyard.runtime.mpi_rsh"', "-mca", "pmix", '"^s1,s2,cray,isolated"']
+         "-mca", "plm_rsh_agent", f'"{PY} -m shipyard.runtime.mpi.rsh"', "-mca", "pmix", '"^s1,s2,cray,isolated"']
 
 
 def test_orted_command_is_split_like_a_shell_would_without_one():
     assert orted_argv(ORTED) == [
         "orted", "-mca", "ess", "env", "-mca", "ess_base_jobid", "2699296768",
         "-mca", "orte_hnp_uri", "2699296768.0;tcp://127.0.0.1:43555",
-        "-mca", "plm_rsh_agent", f"{PY} -m shipyard.runtime.mpi_rsh", "-mca", "pmix", "^s1,s2,cray,isolated",
+        "-mca", "plm_rsh_agent", f"{PY} -m shipyard.runtime.mpi.rsh", "-mca", "pmix", "^s1,s2,cray,isolated",
     ]
     with pytest.raises(ValueError, match="without a shell"):
         orted_argv(["PATH=/x:$PATH", ";", "export", "PATH", ";", "orted"])

@@ -4,12 +4,12 @@ variables, `custom_mpi_options` appended verbatim, then `python -m mpi4py <entry
 that an uncaught exception in one rank aborts the whole world).
 
 SageMaker's mpirun reaches the workers over SSH. Instances here have no SSH, so mpirun's remote agent
-(`plm_rsh_agent`) is shipyard's own `mpi_rsh`: it hands the `orted` command line mpirun wants started on
-`algo-N` to that instance, whose `mpi_worker` (the workers' launch, in place of the entry point) starts
+(`plm_rsh_agent`) is shipyard's own `mpi.rsh`: it hands the `orted` command line mpirun wants started on
+`algo-N` to that instance, whose `mpi.worker` (the workers' launch, in place of the entry point) starts
 it inside its own sandbox with its own environment, so every rank lives in its instance: host name,
 /opt/ml, SM_CURRENT_HOST and site-packages are that instance's. The two meet through files in the job
-directory (`mpi_rendezvous`), which every sandbox sees at the same path. The leader's launch is
-`mpi_leader` around the exact mpirun command: it relays mpirun's output with the toolkit's
+directory (`mpi.rendezvous`), which every sandbox sees at the same path. The leader's launch is
+`mpi.leader` around the exact mpirun command: it relays mpirun's output with the toolkit's
 `[1,mpirank:R,algo-K]` tags, names the rank and host that failed first, and tells the workers mpirun is
 done. Only the leader's exit code carries the script's status; workers exit 0 once the leader is done.
 
@@ -34,7 +34,7 @@ from shipyard.spec.distribution import split_mpi_options
 
 # The toolkit's fixed options after `--host` and `-np` (spec 2.6).
 FIXED_OPTIONS = ("--allow-run-as-root", "--display-map", "--tag-output")
-RSH_AGENT_MODULE = "shipyard.runtime.mpi_rsh"
+RSH_AGENT_MODULE = "shipyard.runtime.mpi.rsh"
 # Variables whose value is the instance's own; every other toolkit variable is exported with -x.
 PER_INSTANCE_VARS = frozenset({
     "CURRENT_HOST", "SM_CURRENT_HOST", "SM_CURRENT_INSTANCE_TYPE", "SM_CURRENT_INSTANCE_GROUP",
@@ -85,8 +85,8 @@ class MPI:
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
         }
         if not env.is_master:
-            return LaunchPlan(argv=[ctx.python, "-m", "shipyard.runtime.mpi_worker"], env=plan_env)
-        return LaunchPlan(argv=[ctx.python, "-m", "shipyard.runtime.mpi_leader", *self.mpirun(env, ctx, tokens)],
+            return LaunchPlan(argv=[ctx.python, "-m", "shipyard.runtime.mpi.worker"], env=plan_env)
+        return LaunchPlan(argv=[ctx.python, "-m", "shipyard.runtime.mpi.leader", *self.mpirun(env, ctx, tokens)],
                           env=plan_env)
 
     def mpirun(self, env, ctx: LaunchContext, tokens: list[str]) -> list[str]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from shipyard.runtime.mpi_rendezvous import POLL_SECONDS, Rendezvous
+from shipyard.runtime.mpi.rendezvous import POLL_SECONDS, Rendezvous
 
 # After mpirun is done, how long an orted may take to exit on its own before it is stopped.
 DRAIN_SECONDS = 10.0

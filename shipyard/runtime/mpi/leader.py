@@ -1,12 +1,12 @@
-"""The leader instance's part in an `mpi` job: `python -m shipyard.runtime.mpi_leader mpirun ...` runs the
+"""The leader instance's part in an `mpi` job: `python -m shipyard.runtime.mpi.leader mpirun ...` runs the
 launcher's mpirun command (the toolkit's MasterRunner, without sshd) and
 
 - gives it a private temporary directory (OpenMPI's session directories and shared-memory files): the
   sandboxes share /tmp and /dev/shm, and mpirun's job id comes from its host name and PID, both the same
   in every job's leader sandbox, so concurrent jobs would otherwise use the same files;
-- relays its output to this host's log with the toolkit's `[1,mpirank:R,algo-K]` tags (mpi_output);
+- relays its output to this host's log with the toolkit's `[1,mpirank:R,algo-K]` tags (mpi.output);
 - on failure writes /opt/ml/output/failure naming the rank and host that failed first;
-- tells every worker that mpirun is done (mpi_rendezvous), so their instances exit;
+- tells every worker that mpirun is done (mpi.rendezvous), so their instances exit;
 - exits with mpirun's exit code, the job's outcome."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shipyard.runtime.mpi_output import MpiOutput
-from shipyard.runtime.mpi_rendezvous import Rendezvous
+from shipyard.runtime.mpi.output import MpiOutput
+from shipyard.runtime.mpi.rendezvous import Rendezvous
 
 
 def write_failure(message: str) -> None:
@@ -67,7 +67,7 @@ def run(argv: list[str]) -> int:
 
 def main() -> int:
     if len(sys.argv) < 2:
-        print("usage: python -m shipyard.runtime.mpi_leader MPIRUN_COMMAND...", file=sys.stderr)
+        print("usage: python -m shipyard.runtime.mpi.leader MPIRUN_COMMAND...", file=sys.stderr)
         return 2
     return run(sys.argv[1:])
 

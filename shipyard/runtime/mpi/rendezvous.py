@@ -3,10 +3,10 @@ instance sandbox sees at the same path (the sandboxes bind this machine's whole 
 each instance a private /opt/ml only). The session is the attempt's rendezvous port, so a later attempt
 never reads an earlier one's requests.
 
-    <host>/<id>.json     mpi_rsh -> that host's mpi_worker: start this command (the `orted` mpirun wants)
-    <host>/<id>.exit     mpi_worker -> mpi_rsh: it ended, with this exit code
-    <host>/<id>.cancel   mpi_rsh -> mpi_worker: mpirun gave up on it; stop it
-    done                 mpi_leader -> every worker: mpirun exited, with this code
+    <host>/<id>.json     mpi.rsh -> that host's mpi.worker: start this command (the `orted` mpirun wants)
+    <host>/<id>.exit     mpi.worker -> mpi.rsh: it ended, with this exit code
+    <host>/<id>.cancel   mpi.rsh -> mpi.worker: mpirun gave up on it; stop it
+    done                 mpi.leader -> every worker: mpirun exited, with this code
 
 Every file is written whole (a temporary name, then rename), so a reader never sees half of one."""
 
@@ -49,7 +49,7 @@ class Rendezvous:
         """The one every process of an mpi job finds from its environment (the agent's and the launcher's)."""
         return cls.of_instance(environ["SHIPYARD_INSTANCE_DIR"], environ["MASTER_PORT"])
 
-    # -- mpi_rsh --------------------------------------------------------------------------------
+    # -- mpi.rsh --------------------------------------------------------------------------------
     def request(self, host: str, command: list[str]) -> str:
         request_id = uuid.uuid4().hex
         _write(self.root / host / f"{request_id}.json", {"command": command})
@@ -62,7 +62,7 @@ class Rendezvous:
     def cancel(self, host: str, request_id: str) -> None:
         _write(self.root / host / f"{request_id}.cancel", True)
 
-    # -- mpi_worker -----------------------------------------------------------------------------
+    # -- mpi.worker -----------------------------------------------------------------------------
     def requests(self, host: str) -> dict[str, list[str]]:
         """Every request for this host so far, by id."""
         inbox = self.root / host
@@ -79,7 +79,7 @@ class Rendezvous:
     def report_exit(self, host: str, request_id: str, code: int) -> None:
         _write(self.root / host / f"{request_id}.exit", code)
 
-    # -- mpi_leader -----------------------------------------------------------------------------
+    # -- mpi.leader -----------------------------------------------------------------------------
     def finish(self, code: int) -> None:
         _write(self.root / "done", code)
 

@@ -12,7 +12,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from shipyard.backends import ray_streams
+from shipyard.backends import ray_reaper, ray_streams
 
 # Never handed to the agent: these describe the actor's own Ray worker, not the instance.
 _RAY_ONLY = ("RAY_", "OMP_NUM_THREADS")
@@ -61,6 +61,12 @@ class InstanceActor:
         for key in [k for k in os.environ if k.startswith(_RAY_ONLY)]:
             del os.environ[key]
         os.environ.update(environment)   # the agent inherits this process's environment
+        if node_plan.sandbox_problem is not None:
+            # Nothing else would stop the script should this actor die unasked (backends/ray_reaper.py). The
+            # reaper starts before the mark is set: it must not carry it itself.
+            mark = ray.get_runtime_context().get_actor_id()
+            ray_reaper.start(os.getpid(), mark)
+            os.environ[ray_reaper.MARK] = mark
         backend = LocalBackend(Path(config.instance_dir).parent.parent)
         backend.prepare(self.plan)
         # The host log is shared by a host's attempts; this instance's part starts here.

@@ -2,21 +2,32 @@
 127.0.0.1, one CPU each, so each instance gets a node of its own): the contract-dump DDP job gives the
 same results as on the local backend apart from addresses, with nothing shared through the job
 directory (code, data and artifacts go through S3); a job waits, Pending, until a node is added; a
-node removed mid-training is reported as lost, naming the node."""
+node removed mid-training is reported as lost, naming the node. Stops, max_run, a killed controller,
+hang detection, the debugger and the profiler end as on the local backend, and every job that ends
+leaves nothing on the cluster: no actor, no placement group, no process, all CPUs free."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import shutil
+import signal
+import sys
 import tarfile
 import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from shipyard import Estimator
+from shipyard.debugger import CollectionConfig, DebuggerHookConfig, Rule
+from shipyard.debugger import rule_configs as debugger_rules
+from shipyard.errors import UnexpectedStatusError
+from shipyard.profiler import FrameworkProfile, ProfilerConfig, ProfilerRule
+from shipyard.profiler import rule_configs as profiler_rules
+from shipyard.profiler.data import ProfilerReader
 from shipyard.pytorch import PyTorch
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.storage import transfer
@@ -39,6 +50,9 @@ def ray_cluster():
         cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
     yield cluster
+    import ray
+
+    ray.shutdown()   # this process's own connection, made to look at the cluster (_on_cluster)
     cluster.shutdown()
 
 
@@ -48,6 +62,8 @@ def on_ray(ray_cluster, monkeypatch, tmp_path):
     # Ray turns a 127.0.0.1 address into this machine's outward address, where nodes bound to loopback do not
     # listen; this (Ray's own switch for one-machine clusters) keeps the controller on loopback.
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    # The same for this process (_on_cluster connects it), which read the variable when it imported Ray.
+    monkeypatch.setattr("ray._private.ray_constants.ENABLE_RAY_CLUSTER", False)
     monkeypatch.setenv("SHIPYARD_RAY_NODE_DIR", str(tmp_path / "nodes"))
     yield ray_cluster
     # Leave the cluster as the next test expects it: WORKERS live one-CPU nodes.
@@ -224,19 +240,20 @@ def test_node_removed_mid_training_fails_the_job_naming_the_node(home, s3, on_ra
     assert "lost: node" in log.read_text()   # said in the host's log too
 
 
-def _spot_stepper():
-    """The spot tests' checkpointing script (tests/e2e/test_spot.py), reused as it is."""
-    spec = importlib.util.spec_from_file_location("spot_tests", Path(__file__).parent / "test_spot.py")
+def _of_test(name: str, attribute: str):
+    """Something of the local backend's e2e test module `name` (a script, a source maker), reused as it is."""
+    spec = importlib.util.spec_from_file_location(f"{name}_for_ray", Path(__file__).parent / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # where its dataclasses look their module up
     spec.loader.exec_module(module)
-    return module._source
+    return getattr(module, attribute)
 
 
 def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3, on_ray, tmp_path):
     """The controller treats a lost instance of a spot job as an interruption of that host: the attempt ends
     Interrupted and the next one runs on the nodes that are alive (one added after the loss)."""
     s3.bucket("out")
-    source = _spot_stepper()(tmp_path, total=150)
+    source = _of_test("test_spot", "_source")(tmp_path, total=150)
     est = _estimator(source, use_spot_instances=True, checkpoint_s3_uri="s3://out/ckpt", max_run=300, max_wait=400,
                      interruption_notice_seconds=5, backend="ray")
     # 6 s in: a checkpoint replaced every 0.5 s reaches S3 within about 3 s of the first (two sync scans), so
@@ -257,3 +274,182 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     resumed = [int(line.split()[-1]) for line in text.split("lost: node")[1].splitlines()
                if line.startswith("resumed from step")]
     assert len(resumed) == 1 and resumed[0] >= 10, resumed
+
+
+def _on_cluster(cluster, job: str) -> dict:
+    """What the cluster's GCS holds of a job: the hosts with a live actor (named
+    shipyard:<job>:<placement>:<host>), the states of its placement groups not removed, the CPUs free."""
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    if not ray.is_initialized():
+        ray.init(address=cluster.address, namespace="shipyard-tests", log_to_driver=False, logging_level="WARNING")
+    prefix = f"shipyard:{job}:"
+    return {
+        "actors": sorted(a["name"].rsplit(":", 1)[1] for a in ray.util.list_named_actors(all_namespaces=True)
+                         if a["name"].startswith(prefix)),
+        "groups": sorted(g["state"] for g in placement_group_table().values()
+                         if g["name"].startswith(prefix) and g["state"] != "REMOVED"),
+        "free CPUs": ray.available_resources().get("CPU", 0.0),
+    }
+
+
+def _processes_of(job: str) -> list[str]:
+    """The job's training processes on this machine, which is every node of the test cluster."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.environ().get("TRAINING_JOB_NAME") == job:
+                found.append(" ".join(proc.info["cmdline"] or []))
+        except psutil.Error:
+            continue
+    return found
+
+
+def _settles(view, want: dict, timeout: float) -> None:
+    """Waits until view() gives `want`, at most `timeout` seconds; a failure shows what differs."""
+    deadline = time.monotonic() + timeout
+    while (seen := view()) != want and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert seen == want
+
+
+def _runs_on_cluster(cluster, job: str) -> None:
+    """The job's two instances hold the cluster: an actor each, its placement group, both nodes' CPUs."""
+    _settles(lambda: _on_cluster(cluster, job), {"actors": ["algo-1", "algo-2"], "groups": ["CREATED"],
+                                                "free CPUs": WORKERS - 2.0}, 60)
+    assert _processes_of(job)
+
+
+def _left_nothing(cluster, job: str) -> None:
+    """No actor, placement group or process of the job is left, and every CPU is free again."""
+    _settles(lambda: {**_on_cluster(cluster, job), "processes": _processes_of(job)},
+             {"actors": [], "groups": [], "free CPUs": float(WORKERS), "processes": []}, 60)
+
+
+STOPPABLE = """
+    import os, signal, sys, time
+    host, model = os.environ["SM_CURRENT_HOST"], os.environ["SM_MODEL_DIR"]
+    if host == "algo-1":
+        def on_term(*_):
+            open(model + "/saved-on-sigterm", "w").write(host)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+    else:  # ends only when killed, after the grace
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open(model + "/early", "w").write(host)
+    print(f"up on {host}", flush=True)
+    time.sleep(600)
+"""
+# Counted from placement: time enough for both scripts to be up on a loaded machine (a few seconds).
+MAX_RUN = 20
+
+
+@pytest.mark.parametrize("ending", ["Stopped", "MaxRuntimeExceeded"])
+def test_stopped_job_keeps_what_its_instances_saved_and_leaves_nothing_on_the_cluster(home, s3, on_ray, tmp_path,
+                                                                                      wait_for_line, ending):
+    """Stopped by the user or by max_run, as locally (tests/e2e/test_outcomes.py): algo-1's script saves on
+    SIGTERM, algo-2's ignores it and is killed after the grace; what both wrote is kept, and so are the logs."""
+    s3.bucket("out")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent(STOPPABLE))
+    est = _estimator(source, backend="ray", max_run=MAX_RUN if ending == "MaxRuntimeExceeded" else 600)
+    est.fit(wait=False)
+    job = est.latest_training_job
+    logs = [Store().log_path(job.name, host) for host in ("algo-1", "algo-2")]
+    for host, log in zip(("algo-1", "algo-2"), logs, strict=True):
+        wait_for_line(log, f"up on {host}", timeout=120)
+    _runs_on_cluster(on_ray, job.name)
+    if ending == "Stopped":
+        job.stop()
+    with pytest.warns(UserWarning, match=rf"was stopped \({ending}\)"):
+        job.wait(logs=False)
+    description = job.describe()
+    assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == ("Stopped", ending)
+    assert "Stopping" in [t["Status"] for t in description["SecondaryStatusTransitions"]]
+    model = _members(description["ModelArtifacts"]["S3ModelArtifacts"], tmp_path / "model")
+    assert model == {"saved-on-sigterm": b"algo-1", "early": b"algo-2"}
+    for host, log in zip(("algo-1", "algo-2"), logs, strict=True):
+        assert f"up on {host}" in log.read_text()
+    _left_nothing(on_ray, job.name)
+    assert not list((tmp_path / "nodes").glob("*/instances/*/ml"))
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_killed_controller_takes_its_instances_off_the_cluster(home, s3, on_ray, tmp_path, monkeypatch, wait_for_line,
+                                                               sandbox):
+    """The controller owns the actors (Ray's ownership) and the placement group (its Ray job): when it dies
+    they go, and the scripts with them (with their sandbox, or, without one, killed by the node's reaper);
+    any read of the job then says why it failed, as locally."""
+    if sandbox == "on" and not SANDBOX:
+        pytest.skip("needs bubblewrap")
+    monkeypatch.setenv("SHIPYARD_SANDBOX", sandbox)
+    s3.bucket("out")
+    est = _estimator(_loop_source(tmp_path, 600), backend="ray")
+    est.fit(wait=False)
+    job = est.latest_training_job
+    log = Store().log_path(job.name, "algo-2")
+    wait_for_line(log, "step=3 on algo-2", timeout=120)
+    _runs_on_cluster(on_ray, job.name)
+    controller = psutil.Process(Store().get_job(job.name).controller_pid)
+    controller.send_signal(signal.SIGKILL)
+    controller.wait(10)
+    description = job.describe()
+    assert description["TrainingJobStatus"] == "Failed"
+    assert f"controller (pid {controller.pid}) stopped" in description["FailureReason"]
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Failed"]
+    assert "step=3 on algo-2" in log.read_text()
+    _left_nothing(on_ray, job.name)
+
+
+def test_hung_rank_is_named_across_nodes(home, s3, on_ray, tmp_path):
+    """The heartbeats copied from the nodes show which rank hung, as locally (tests/e2e/test_hang.py)."""
+    s3.bucket("out")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(textwrap.dedent(_of_test("test_hang", "SCRIPT")))
+    est = PyTorch(entry_point="train.py", source_dir=str(source), instance_count=2, output_path="s3://out/jobs",
+                  distribution={"torch_distributed": {"enabled": True}}, hang_timeout_seconds=8,
+                  stop_grace_seconds=5, backend="ray", max_run=300)   # should the hang go unnoticed
+    with pytest.raises(UnexpectedStatusError) as failure:
+        est.fit(logs=False)
+    reason = failure.value.reason
+    assert reason.startswith("AlgorithmError: Hang: no rank made progress for 8 s (last optimizer step 4)"), reason
+    assert "rank 1 on algo-2 is not waiting for the others: it is at train.py:" in reason
+    assert "rank 0 waits in a collective" in reason
+    _left_nothing(on_ray, est.latest_training_job.name)
+
+
+def test_debugger_and_profiler_rules_judge_what_every_node_uploaded(home, s3, on_ray):
+    """One job, each instance on its own node: DeadRelu fires on the tensors the nodes saved, and the
+    profiler has system metrics and step times from both, which MaxInitializationTime judges."""
+    s3.bucket("out")
+    relu_every_step = [CollectionConfig(name="relu_output", parameters={"save_interval": "1"})]
+    steps = 20
+    est = PyTorch(entry_point=str(SCRIPTS / "rules_mlp.py"), instance_count=2, output_path="s3://out/jobs",
+                  backend="ray", hyperparameters={"dead": 1, "steps": steps, "sleep": 0.1},
+                  debugger_hook_config=DebuggerHookConfig(hook_parameters={"save_interval": "1"}),
+                  profiler_config=ProfilerConfig(system_monitor_interval_millis=200,
+                                                 framework_profile_params=FrameworkProfile()),
+                  rules=[Rule.sagemaker(debugger_rules.dead_relu(), collections_to_save=relu_every_step),
+                         ProfilerRule.sagemaker(profiler_rules.MaxInitializationTime())])
+    est.fit(logs=False)
+    job = est.latest_training_job
+    description = job.describe()
+    dead = {s["RuleConfigurationName"]: s for s in description["DebugRuleEvaluationStatuses"]}["DeadRelu"]
+    assert dead["RuleEvaluationStatus"] == "IssuesFound", dead
+    assert "at step 0 resulted in the condition being met" in dead["StatusDetails"]
+    assert "fc1_relu_output_0" in dead["StatusDetails"]
+    profiled = {s["RuleConfigurationName"]: s for s in description["ProfilerRuleEvaluationStatuses"]}
+    initialization = profiled["MaxInitializationTime"]
+    assert initialization["RuleEvaluationStatus"] == "NoIssuesFound", initialization
+    assert "the first step started" in initialization["StatusDetails"]
+
+    data = ProfilerReader(f"s3://out/jobs/{job.name}/profiler-output").read()
+    assert {r["NodeId"] for r in data.system} == {"algo-1", "algo-2"}
+    for host in ("algo-1", "algo-2"):
+        assert [s.step for s in data.step_durations(host)] == list(range(2, steps + 1)), host
+    nodes = {_node_of(Store().log_path(job.name, host), host, on_ray).node_id for host in ("algo-1", "algo-2")}
+    assert len(nodes) == 2
+    _left_nothing(on_ray, job.name)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 REGISTRY = Registry("backends", {
     "local": "shipyard.backends.local:LocalBackend",
-    "ray": "shipyard.backends.ray:RayBackend",
+    "ray": "shipyard.backends.ray.backend:RayBackend",
 })
 
 

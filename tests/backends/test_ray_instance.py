@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import ray.exceptions
 
-from shipyard.backends import ray as ray_backend
-from shipyard.backends import ray_streams
-from shipyard.backends.ray import LOST_EXIT_CODE, Placement, RayBackend, RayInstance
+from shipyard.backends.ray import backend as ray_backend
+from shipyard.backends.ray import streams
+from shipyard.backends.ray.backend import LOST_EXIT_CODE, Placement, RayBackend, RayInstance
 from shipyard.spec.job import JobSpec
 
 NODE = "f" * 56
@@ -55,7 +55,7 @@ class FakeActor:
         return {"code": self.code, "log": b"", "events": b"", "heartbeats": {}, "more": False}
 
     def _artifacts(self):
-        return ray_streams.pack_artifacts(Path("/nonexistent"))
+        return streams.pack_artifacts(Path("/nonexistent"))
 
     def _cleanup(self):
         return None

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from shipyard.backends import ray_placement, sandbox
-from shipyard.backends.ray import RayBackend, RayInstancePlan, node_job_dir
+from shipyard.backends import sandbox
+from shipyard.backends.ray import placement as ray_placement
+from shipyard.backends.ray.backend import RayBackend, RayInstancePlan, node_job_dir
 from shipyard.control.planning import plan_job
 from shipyard.errors import ValidationError
 from shipyard.spec.catalog import get_instance_type

@@ -1,4 +1,4 @@
-"""The node's watch over an unsandboxed Ray instance: `python -m shipyard.backends.ray_reaper ACTOR_PID
+"""The node's watch over an unsandboxed Ray instance: `python -m shipyard.backends.ray.reaper ACTOR_PID
 MARK` waits, detached, until the instance's actor process is gone, then kills every process left that
 carries MARK in its environment (the agent hands its environment down to the script and all it starts).
 

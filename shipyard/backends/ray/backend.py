@@ -1,11 +1,11 @@
 """Instances on a Ray cluster: each instance is a Ray actor on its own node running the same instance
-agent as the local backend (`backends/ray_actor.py`), the instances of one start placed together by a
-placement group (`backends/ray_placement.py`: the resource mapping and the strategy).
+agent as the local backend (`backends/ray/actor.py`), the instances of one start placed together by a
+placement group (`backends/ray/placement.py`: the resource mapping and the strategy).
 
 Nothing is assumed shared between the controller's machine and the nodes: the agent keeps its files on
 its node and the controller keeps a copy of the host log, events and heartbeats at the paths it reads,
 pulled while the instance runs; the model and output directories are fetched from the node when the
-agent exits and merged by the controller as for local jobs (`backends/ray_streams.py`). The job's code,
+agent exits and merged by the controller as for local jobs (`backends/ray/streams.py`). The job's code,
 channels and checkpoints are read by the nodes themselves, so those URIs must be reachable from every
 node: `file://` ones are refused unless SHIPYARD_RAY_SHARED_STORAGE=1 says they are on shared storage.
 
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import settings
-from shipyard.backends import ray_placement
+from shipyard.backends.ray import placement as ray_placement
 from shipyard.backends.local import InstancePlan as NodePlan
 from shipyard.backends.local import LocalBackend
-from shipyard.backends.ray_streams import Mirror
+from shipyard.backends.ray.streams import Mirror
 from shipyard.errors import ValidationError
 from shipyard.runtime.config import AgentConfig
 
@@ -422,7 +422,7 @@ def _new_actor(bundle: dict[str, float], group, index: int, name: str):
     """An InstanceActor taking the whole of bundle `index` of the placement group."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from shipyard.backends.ray_actor import InstanceActor
+    from shipyard.backends.ray.actor import InstanceActor
 
     return _ray().remote(InstanceActor).options(
         num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),

@@ -12,7 +12,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from shipyard.backends import ray_reaper, ray_streams
+from shipyard.backends.ray import reaper, streams
 
 # Never handed to the agent: these describe the actor's own Ray worker, not the instance.
 _RAY_ONLY = ("RAY_", "OMP_NUM_THREADS")
@@ -62,11 +62,11 @@ class InstanceActor:
             del os.environ[key]
         os.environ.update(environment)   # the agent inherits this process's environment
         if node_plan.sandbox_problem is not None:
-            # Nothing else would stop the script should this actor die unasked (backends/ray_reaper.py). The
+            # Nothing else would stop the script should this actor die unasked (backends/ray/reaper.py). The
             # reaper starts before the mark is set: it must not carry it itself.
             mark = ray.get_runtime_context().get_actor_id()
-            ray_reaper.start(os.getpid(), mark)
-            os.environ[ray_reaper.MARK] = mark
+            reaper.start(os.getpid(), mark)
+            os.environ[reaper.MARK] = mark
         backend = LocalBackend(Path(config.instance_dir).parent.parent)
         backend.prepare(self.plan)
         # The host log is shared by a host's attempts; this instance's part starts here.
@@ -80,14 +80,14 @@ class InstanceActor:
         so the bytes returned with a code are all there will be)."""
         code = self.instance.poll()
         config = self.plan.config
-        log = ray_streams.read_from(config.log_path, self.log_start + log_offset)
-        events = ray_streams.read_from(config.events_path, events_offset)
-        beats = ray_streams.changed_files(config.heartbeat_dir, self.beats_seen)
-        more = len(log) == ray_streams.PULL_LIMIT or len(events) == ray_streams.PULL_LIMIT
+        log = streams.read_from(config.log_path, self.log_start + log_offset)
+        events = streams.read_from(config.events_path, events_offset)
+        beats = streams.changed_files(config.heartbeat_dir, self.beats_seen)
+        more = len(log) == streams.PULL_LIMIT or len(events) == streams.PULL_LIMIT
         return {"code": code, "log": log, "events": events, "heartbeats": beats, "more": more}
 
     def artifacts(self) -> bytes:
-        return ray_streams.pack_artifacts(self.plan.ml_dir)
+        return streams.pack_artifacts(self.plan.ml_dir)
 
     def terminate(self) -> None:
         self._stop("terminate")

@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from shipyard import Estimator
+from shipyard.backends.sandbox import bwrap_problem
 from shipyard.debugger import CollectionConfig, DebuggerHookConfig, Rule
 from shipyard.debugger import rule_configs as debugger_rules
 from shipyard.errors import UnexpectedStatusError
@@ -35,7 +36,6 @@ from shipyard.store import Store
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts"
-SANDBOX = shutil.which("bwrap") is not None
 WORKERS = 2
 
 
@@ -105,7 +105,7 @@ def _normalized(record: dict, name: str) -> dict:
     return record
 
 
-@pytest.mark.skipif(not SANDBOX, reason="the /opt/ml contract needs the bubblewrap sandbox")
+@pytest.mark.sandbox  # the /opt/ml contract
 def test_contract_dump_ddp_job_matches_the_local_backend(home, s3, on_ray, tmp_path):
     source = tmp_path / "src"
     source.mkdir()
@@ -382,8 +382,8 @@ def test_killed_controller_takes_its_instances_off_the_cluster(home, s3, on_ray,
     """The controller owns the actors (Ray's ownership) and the placement group (its Ray job): when it dies
     they go, and the scripts with them (with their sandbox, or, without one, killed by the node's reaper);
     any read of the job then says why it failed, as locally."""
-    if sandbox == "on" and not SANDBOX:
-        pytest.skip("needs bubblewrap")
+    if sandbox == "on" and (problem := bwrap_problem()):
+        pytest.skip(f"no sandbox here: {problem}")
     monkeypatch.setenv("SHIPYARD_SANDBOX", sandbox)
     s3.bucket("out")
     est = _estimator(_loop_source(tmp_path, 600), backend="ray")

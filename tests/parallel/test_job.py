@@ -7,7 +7,6 @@ checkpoint, not from step 0."""
 from __future__ import annotations
 
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -16,8 +15,7 @@ import pytest
 from shipyard.contract.layout import MARKER
 from shipyard.pytorch import PyTorch
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("bwrap") is None, reason="/opt/ml/checkpoints needs the sandbox")]
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]  # /opt/ml/checkpoints needs the sandbox
 SOURCE = Path(__file__).resolve().parents[2] / "examples" / "parallel" / "src"
 PARAMETERS = {"hybrid_shard_degree": 2, "gradient_accumulation_steps": 2}
 

@@ -19,9 +19,9 @@ from typing import Any
 class Registry(Mapping[str, str]):
     """name -> the object's import path; `load(name)` imports it."""
 
-    def __init__(self, kind: str, builtins: dict[str, str], what: str | None = None) -> None:
-        self.kind = kind
-        self.what = what or kind.rstrip("s").replace("_", " ")  # how an error names the field
+    def __init__(self, kind: str, what: str, builtins: dict[str, str]) -> None:
+        self.kind = kind   # the entry-point group is shipyard.<kind>
+        self.what = what   # how an error names the field: "backend", "parallel strategy", ...
         self._builtins = dict(builtins)
 
     @functools.cached_property

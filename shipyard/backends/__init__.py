@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from shipyard.backends.resources import InstanceResources, MachineResources
     from shipyard.spec.job import JobSpec
 
-REGISTRY = Registry("backends", {
+REGISTRY = Registry("backends", "backend", {
     "local": "shipyard.backends.local:LocalBackend",
     "ray": "shipyard.backends.ray.backend:RayBackend",
 })

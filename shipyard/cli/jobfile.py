@@ -24,7 +24,7 @@ from shipyard.registry import Registry
 from shipyard.sdk.arguments import DEPRECATED, MEANINGLESS_HERE, NOT_YET, SDK_ARGUMENTS, SPEC_ARGUMENTS
 from shipyard.spec.job import JobSpec
 
-FRAMEWORKS = Registry("frameworks", {
+FRAMEWORKS = Registry("frameworks", "framework", {
     "pytorch": "shipyard.sdk.frameworks:PyTorch",
     "tensorflow": "shipyard.sdk.frameworks:TensorFlow",
     "sklearn": "shipyard.sdk.frameworks:SKLearn",

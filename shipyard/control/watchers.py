@@ -14,7 +14,7 @@ from typing import Protocol
 from shipyard.registry import Registry
 
 # imported only for jobs that get that far.
-REGISTRY = Registry("watchers", {
+REGISTRY = Registry("watchers", "watcher", {
     "debugger_rules": "shipyard.rules.debugger.watcher:create",
     "profiler_rules": "shipyard.profiler.watcher:create",
 })

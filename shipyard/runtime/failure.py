@@ -112,14 +112,17 @@ def _shown_traceback(traceback: tuple, budget: int) -> list[str]:
     if _fits(whole, budget) or not exception:
         return _clip(whole, budget)
     lead = exception[:1]
+    omitted = [f"{_prefix(header[0])}  ..."]
     matter = [f for i, f in enumerate(frames) if i == len(frames) - 1 or not any(s in f[0] for s in _LIBRARY)]
-    room = budget - sum(len(line) + 1 for line in [*lead, *header, *exception[:3]]) - 8
+    # What the frames may take: the rest after the lead, the header, the "..." line and the exception's
+    # first lines (a long message's tail may be cut, its first lines not).
+    room = budget - sum(len(line) + 1 for line in [*lead, *header, *omitted, *exception[:3]])
     kept: list[list[str]] = []
     for frame in reversed(matter):  # the innermost first: they say where it broke
         if not _fits([line for f in kept for line in f] + frame, room):
             break
         kept.insert(0, frame)
-    omitted = [f"{_prefix(header[0])}  ..."] if len(kept) < len(frames) else []
+    omitted = omitted if len(kept) < len(frames) else []
     return _clip([*lead, *header, *omitted, *(line for frame in kept for line in frame), *exception], budget)
 
 

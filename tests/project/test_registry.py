@@ -15,7 +15,7 @@ from shipyard.registry import Registry
 
 def test_a_built_in_is_imported_when_loaded_not_before(monkeypatch):
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
-    names = Registry("colours", {"hls": "colorsys:rgb_to_hls", "module": "colorsys"})
+    names = Registry("colours", "colour", {"hls": "colorsys:rgb_to_hls", "module": "colorsys"})
     assert list(names) == ["hls", "module"] and "colorsys" not in sys.modules
     assert names.load("hls")(1, 0, 0) == (0.0, 0.5, 1.0)
     assert names.load("module") is sys.modules["colorsys"]
@@ -25,14 +25,14 @@ def test_entry_points_add_names_but_do_not_replace_built_ins(monkeypatch):
     found = [EntryPoint("slurm", "textwrap:dedent", "shipyard.backends"),
              EntryPoint("local", "textwrap:indent", "shipyard.backends")]
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: found if group == "shipyard.backends" else [])
-    backends = Registry("backends", {"local": "shipyard.backends.local:LocalBackend"})
+    backends = Registry("backends", "backend", {"local": "shipyard.backends.local:LocalBackend"})
     assert dict(backends) == {"slurm": "textwrap:dedent", "local": "shipyard.backends.local:LocalBackend"}
     assert backends.load("slurm").__name__ == "dedent"
 
 
 def test_an_unknown_name_gets_the_closest():
     with pytest.raises(ValidationError, match="backend='lcoal': unknown name; did you mean 'local'"):
-        Registry("backends", {"local": "x:y", "ray": "x:z"}).load("lcoal")
+        Registry("backends", "backend", {"local": "x:y", "ray": "x:z"}).load("lcoal")
 
 
 def test_every_registry_of_shipyard_loads_every_built_in():
@@ -49,3 +49,4 @@ def test_every_registry_of_shipyard_loads_every_built_in():
         assert isinstance(table, registry.Registry)
         for name in table:
             assert table.load(name) is not None, (table.kind, name)
+        assert " " not in table.kind and table.what.islower() and not table.what.endswith("s"), table.what

@@ -13,7 +13,7 @@ from typing import Protocol
 from shipyard.parallel.job import Job
 from shipyard.registry import Registry
 
-REGISTRY = Registry("parallel_strategies", {
+REGISTRY = Registry("parallel_strategies", "parallel strategy", {
     "tensor_parallel": "shipyard.parallel.strategies.tensor_parallel:TensorParallel",
     "activation_checkpointing": "shipyard.parallel.strategies.activation_checkpointing:ActivationCheckpointing",
     "ddp": "shipyard.parallel.strategies.ddp:DataParallel",

@@ -4,7 +4,7 @@ here: they read the XGBoost hook's collections (feature_importance, trees), and 
 
 from shipyard.registry import Registry
 
-RULES = Registry("debugger_rules", {
+RULES = Registry("debugger_rules", "debugger rule", {
     "VanishingGradient": "shipyard.rules.debugger.vanishing_gradient",
     "ExplodingTensor": "shipyard.rules.debugger.exploding_tensor",
     "LossNotDecreasing": "shipyard.rules.debugger.loss_not_decreasing",

@@ -4,7 +4,7 @@ rules table), and `evaluate(data, params, now, final) -> Finding` over everythin
 
 from shipyard.registry import Registry
 
-RULES = Registry("profiler_rules", {
+RULES = Registry("profiler_rules", "profiler rule", {
     "StepOutlier": "shipyard.rules.profiler.step_outlier",
     "CPUBottleneck": "shipyard.rules.profiler.cpu_bottleneck",
     "LowGPUUtilization": "shipyard.rules.profiler.low_gpu_utilization",

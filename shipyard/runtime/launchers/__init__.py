@@ -8,7 +8,7 @@ from shipyard.registry import Registry
 from shipyard.runtime.launchers.base import LaunchContext, Launcher, LaunchPlan
 
 # imported only when used so the CLI stays fast.
-REGISTRY = Registry("launchers", {
+REGISTRY = Registry("launchers", "launcher", {
     "mpi": "shipyard.runtime.launchers.mpi:MPI",
     "torch_distributed": "shipyard.runtime.launchers.torchrun:TorchDistributed",
     "pytorchddp": "shipyard.runtime.launchers.torchrun:PyTorchDDP",

@@ -56,7 +56,7 @@ def init(backend: str | None = None, timeout_seconds: float = 1800) -> None:
     """Join (or, with no launcher, create) the default process group. Idempotent."""
     if dist.is_initialized():
         return
-    process_group_exit.install()  # scripts run outside a job too
+    process_group_exit.install(at_start=False)  # scripts run outside a job too
     chosen = choose_backend(from_environment(), backend)
     variables = _launcher_env(os.environ)
     timeout = timedelta(seconds=timeout_seconds)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import shipyard.runtime
 
 INJECT = Path(shipyard.runtime.__file__).parent / "inject"
@@ -69,6 +71,45 @@ def test_a_jobs_gloo_group_is_destroyed_at_exit(tmp_path):
               "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "destroyed at exit: True" in done.stdout, done.stderr
+
+
+# A gloo group made and destroyed, an unclosed file written, a handler of the script's, and an object
+# whose __del__ only the interpreter's teardown would call: telling the clean exit from the normal one.
+ENDING = """
+import atexit, sys
+import torch.distributed as dist
+dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)
+dist.destroy_process_group()
+log = open(sys.argv[1], 'w')
+log.write('written, never closed')
+atexit.register(print, "the script's own handler ran")
+class Teardown:
+    def __del__(self):
+        print('torn down', flush=True)
+witness = Teardown()
+"""
+
+
+@pytest.mark.parametrize("ending, code, torn_down", [
+    ("", 0, False),                                             # clean: os._exit(0), no teardown
+    ("sys.exit(3)", 3, True),
+    ("raise SystemExit('bad config')", 1, True),
+    ("raise ValueError('broken')", 1, True),
+    ("try:\n    sys.exit(2)\nexcept SystemExit:\n    pass", 0, True),  # a non-zero exit seen: the normal way
+])
+def test_a_process_that_made_a_gloo_group_ends_with_its_true_status(tmp_path, ending, code, torn_down):
+    """Only a clean finish skips the interpreter's teardown (which can abort after a gloo group); its
+    files are flushed and the script's atexit handlers have run. Every other ending keeps the status
+    the interpreter gives it."""
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_INSTANCE_DIR": str(tmp_path)}
+    out = tmp_path / "log.txt"
+    done = subprocess.run([sys.executable, "-c", ENDING + ending, str(out)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert ("torn down" in done.stdout) is torn_down
+    assert "the script's own handler ran" in done.stdout and out.read_text() == "written, never closed"
+    if "bad config" in ending:
+        assert "bad config" in done.stderr
 
 
 def test_processes_without_a_rank_do_not_beat(tmp_path):

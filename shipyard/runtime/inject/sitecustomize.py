@@ -8,8 +8,8 @@ changes to the script:
 - marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
 - saves tensors when the job asks for debugging (shipyard.debugger.hook);
 - records step times when the job asks for framework profiling (shipyard.profiler.steps);
-- destroys a gloo process group at exit, before the interpreter's teardown can abort the process
-  (shipyard.runtime.process_group_exit).
+- ends a process that used gloo without the interpreter's teardown aborting it: the group destroyed
+  at exit, a clean finish left with os._exit(0) (shipyard.runtime.process_group_exit).
 
 Any other sitecustomize on the path still runs."""
 

@@ -28,7 +28,4 @@ with open(f"/opt/ml/model/rank-{rank}.json", "w") as f:
     json.dump({"rank": rank, "world": world, "local_rank": local_rank, "sum": value.item(), "weights": weights,
                "host": os.environ["SM_CURRENT_HOST"]}, f)
 print(f"rank {rank}/{world} loss={loss.item():.4f} sum={value.item()}")
-# DDP's reducer holds the gloo group: released first, so no gloo thread outlives the group into the
-# interpreter's teardown (seen once under load: SIGABRT, "terminate called without an active exception").
-del model, optimizer, loss
 dist.destroy_process_group()

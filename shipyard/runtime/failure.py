@@ -23,6 +23,7 @@ _TAIL_BYTES = 16384
 BUDGET = 760
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\b")
 _TRACEBACK = "Traceback (most recent call last):"
+_ROOT_CAUSE = "Root Cause (first observed failure):"
 # torchrun prints each rank's output with this prefix, then its own traceback, which says only that a
 # child failed.
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]: ")
@@ -126,6 +127,20 @@ def _shown_traceback(traceback: tuple, budget: int) -> list[str]:
     return _clip([*lead, *header, *omitted, *(line for frame in kept for line in frame), *exception], budget)
 
 
+def _root_cause(lines: list[str]) -> list[str]:
+    """torchrun's summary of the rank that failed first, for a rank that left no traceback (killed by a
+    signal, aborted): its rank, host and exit code, which its ChildFailedError traceback says nothing of."""
+    starts = [i for i, line in enumerate(lines) if line.strip() == _ROOT_CAUSE]
+    if not starts:
+        return []
+    block = []
+    for line in lines[starts[-1]:]:
+        if line.startswith("====") and block:
+            break
+        block.append(line)
+    return block
+
+
 def excerpt(lines: list[str], budget: int = BUDGET) -> str:
     """What went wrong, from one host's (or one MPI rank's) last lines of output."""
     lines = [line for line in lines if not _NOISE.match(_text(line))] or lines
@@ -141,7 +156,7 @@ def excerpt(lines: list[str], budget: int = BUDGET) -> str:
     culprit = own[0] if own else (ranks[0] if ranks else None)
     if culprit and (traceback := _last_traceback(by_rank[culprit])):
         return "\n".join(_shown_traceback(traceback, budget))
-    lead = [next(line for line in errors if _prefix(line) == culprit)] if culprit else []
+    lead = [next(line for line in errors if _prefix(line) == culprit)] if culprit else _root_cause(lines)
     room = budget - sum(len(line) + 1 for line in lead)
     plain = [line for line in lines if not _prefix(line)]
     if traceback := _last_traceback(plain):

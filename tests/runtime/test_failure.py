@@ -124,3 +124,45 @@ def test_only_noise_is_still_shown(tmp_path):
 
 def test_an_instance_that_never_wrote_a_log_has_an_empty_excerpt(tmp_path):
     assert error_excerpt(tmp_path / "never-written.log") == ""
+
+
+SIGNALLED = """\
+rank 3 done
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/runpy.py", line 198, in _run_module_as_main
+  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>
+    main()
+  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+capture_ddp.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-24_15:42:18
+  host      : algo-2
+  rank      : 2 (local_rank: 0)
+  exitcode  : -15 (pid: 7)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 7
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-24_15:42:18
+  host      : algo-2
+  rank      : 3 (local_rank: 1)
+  exitcode  : -6 (pid: 8)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 8
+============================================================
+"""
+
+
+def test_a_rank_killed_by_a_signal_leads_with_torchrun_s_root_cause(tmp_path):
+    """No rank printed a traceback: torchrun's summary of the rank that failed first comes first, so the
+    cut at 1024 characters keeps which rank died and how, not only torchrun's ChildFailedError."""
+    message = ("AlgorithmError: algo-2: " + failure_message(1, ["torchrun"], _log(tmp_path, SIGNALLED)))[:1024]
+    excerpt = error_message(message).splitlines()
+    assert excerpt[:2] == ["Root Cause (first observed failure):", "[0]:"]
+    assert "  rank      : 3 (local_rank: 1)" in excerpt and "  traceback : Signal 6 (SIGABRT) received by PID 8" in excerpt

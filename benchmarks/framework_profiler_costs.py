@@ -1,4 +1,4 @@
-"""What the framework recorder (shipyard/profiler/steps.py, phases.py, dataloader.py) costs a training
+"""What the framework recorder (shipyard/runtime/profiler/steps.py, phases.py, dataloader.py) costs a training
 process while its step timeline records, measured directly in this process (on a shared machine an
 end-to-end comparison cannot resolve a few tens of microseconds a step):
 
@@ -36,7 +36,7 @@ def main() -> None:
     from torch import nn
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-    from shipyard.profiler.steps import StepRecorder
+    from shipyard.runtime.profiler.steps import StepRecorder
 
     # A timeline on every step, no profiler in range: what FrameworkProfile() costs on most steps.
     recorder = StepRecorder(tempfile.mkdtemp(), {"python_profiling_config": {"start_step": 10**9}})

@@ -95,8 +95,8 @@ def profiler_costs(tmp: Path) -> tuple[float, float]:
     import json
     import time
 
-    from shipyard.profiler.monitor import SystemMonitor
-    from shipyard.profiler.steps import StepRecorder
+    from shipyard.runtime.profiler.monitor import SystemMonitor
+    from shipyard.runtime.profiler.steps import StepRecorder
 
     # the steady state: the default torch.profiler and cProfile steps (a one-time cost) left out
     steady = {"detailed_profiling_config": {"start_step": 10**9}, "python_profiling_config": {"start_step": 10**9}}
@@ -129,7 +129,7 @@ HOOK_COST = """
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
     if hooked:  # what the injected sitecustomize does in a job, saving from step 0 only
-        from shipyard.debugger.hook import Hook
+        from shipyard.runtime.debugger.hook import Hook
         Hook(out, {"save_interval": "1000000000"}, {n: {} for n in %r}).install_global()
     for i in range(steps + 50):
         if i == 50:

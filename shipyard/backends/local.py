@@ -19,9 +19,9 @@ from shipyard.backends import sandbox
 from shipyard.backends.resources import InstanceResources, MachineResources, detect, plan_instances
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
-from shipyard.spec.profiler import agent_settings
-from shipyard.debugger.agent import agent_settings as debugger_settings
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
+from shipyard.runtime.debugger.agent import agent_settings as debugger_settings
+from shipyard.spec.profiler import agent_settings
 
 if TYPE_CHECKING:
     from shipyard.spec.job import JobSpec

@@ -326,7 +326,7 @@ def logs(job: str, follow: bool) -> None:
 @click.argument("job")
 def report(job: str) -> None:
     """Write JOB's profiling report (one HTML file, viewable offline) and print its path."""
-    from shipyard.profiler.report import write_report
+    from shipyard.rules.profiler.report import write_report
 
     click.echo(str(write_report(_store(), job)))
 

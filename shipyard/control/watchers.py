@@ -16,7 +16,7 @@ from shipyard.registry import Registry
 # imported only for jobs that get that far.
 REGISTRY = Registry("watchers", "watcher", {
     "debugger_rules": "shipyard.rules.debugger.watcher:create",
-    "profiler_rules": "shipyard.profiler.watcher:create",
+    "profiler_rules": "shipyard.rules.profiler.watcher:create",
 })
 
 

@@ -9,6 +9,6 @@ __all__ = ["CollectionConfig", "CommandAction", "DebuggerHookConfig", "Hook", "R
 __getattr__ = exports(__name__, {
     **{name: f"shipyard.debugger.sdk:{name}" for name in ("CommandAction", "Rule", "StopTrainingAction", "WebhookAction")},
     **{name: f"shipyard.spec.debugger:{name}" for name in ("CollectionConfig", "DebuggerHookConfig")},
-    "Hook": "shipyard.debugger.hook:Hook", "trial": "shipyard.debugger.trials:trial",
-    "modes": "shipyard.debugger.modes", "rule_configs": "shipyard.debugger.rule_configs",
+    "Hook": "shipyard.runtime.debugger.hook:Hook", "trial": "shipyard.rules.debugger.trials:trial",
+    "modes": "shipyard.contract.debugger.modes", "rule_configs": "shipyard.debugger.rule_configs",
 })

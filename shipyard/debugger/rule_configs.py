@@ -1,11 +1,11 @@
 """SageMaker's rule_configs: one function per built-in rule returning its base config, named as in
 smdebug_rulesconfig (vanishing_gradient(), exploding_tensor(), ...); profiler rules by class name
-(CPUBottleneck(), ...) when the profiler's registry has them."""
+(CPUBottleneck(), ...)."""
 
 from __future__ import annotations
 
 from shipyard.debugger.sdk import BuiltinRule, _snake
-from shipyard.rules import registry, rule_module
+from shipyard.spec.rules import RULES, rule_module
 
 
 def _builtin(kind: str, rule: str) -> BuiltinRule:
@@ -13,18 +13,14 @@ def _builtin(kind: str, rule: str) -> BuiltinRule:
 
 
 def __getattr__(name: str):
-    for rule in registry("debugger"):
+    for rule in RULES["debugger"]:
         if name in (_snake(rule), rule):
             return lambda: _builtin("debugger", rule)
-    try:
-        profiler = registry("profiler")
-    except ModuleNotFoundError:
-        profiler = {}
-    if name in profiler:
+    if name in RULES["profiler"]:
         return lambda: _builtin("profiler", name)
     from shipyard.errors import closest
 
-    known = [_snake(r) for r in registry("debugger")] + list(profiler)
+    known = [_snake(r) for r in RULES["debugger"]] + list(RULES["profiler"])
     guess = closest(name, known)
     raise AttributeError(f"no built-in rule {name!r}" + (f"; did you mean {guess!r}?" if guess else
                                                           f"; known: {', '.join(sorted(known))}"))

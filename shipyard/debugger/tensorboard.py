@@ -70,7 +70,7 @@ def _histogram(tag: str, edges: list[float], counts: list[int]):
 def _values(trial, step: int, worker: str, tensors: dict) -> list:
     from tensorboard.compat.proto import summary_pb2
 
-    from shipyard.debugger.trials import TensorUnavailable
+    from shipyard.rules.debugger.trials import TensorUnavailable
 
     values = []
     for name, entry in sorted(tensors.items()):
@@ -90,8 +90,8 @@ def _values(trial, step: int, worker: str, tensors: dict) -> list:
 
 def export(trial, out: str | Path) -> list[Path]:
     """Write `trial`'s tensors (a Trial, a job name, or a path/URI) under `out`; the event files written."""
-    from shipyard.debugger.trials import Trial
-    from shipyard.debugger.trials import trial as open_trial
+    from shipyard.rules.debugger.trials import Trial
+    from shipyard.rules.debugger.trials import trial as open_trial
 
     trial = trial if isinstance(trial, Trial) else open_trial(str(trial))
     runs = _Runs(Path(out))

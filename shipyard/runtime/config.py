@@ -54,7 +54,7 @@ class AgentConfig:
     checkpoint_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
     heartbeat_dir: str | None = None
-    debugger: dict | None = None  # shipyard.debugger.agent.agent_settings; None: no hook
+    debugger: dict | None = None  # shipyard.runtime.debugger.agent.agent_settings; None: no hook
     profiler: dict | None = None  # shipyard.spec.profiler.agent_settings; None: no profiling
 
     @property

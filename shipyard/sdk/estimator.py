@@ -4,21 +4,19 @@ file, channel or resource request is an error that names the field and the fix."
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
-
 from shipyard.contract import hyperparameters as hp
 from shipyard.errors import ShipyardError, StorageError, ValidationError
-from shipyard.spec.build import build as build_model
 from shipyard.sdk.arguments import HONOURED, SPEC_ARGUMENTS, default, sort_arguments
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.sdk.job import TrainingJob
 from shipyard.spec import distribution as dist
+from shipyard.spec.build import build as build_model
 from shipyard.spec.job import ChannelSpec, JobSpec, MetricDefinition
-from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.names import base_of, generate_job_name, validate_job_name
+from shipyard.spec.profiler import ProfilerConfig
 
 DEFAULT_BASE_JOB_NAME = "training-job"
 
@@ -224,29 +222,14 @@ class EstimatorBase:
 
     def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
             experiment_config: Any = None) -> None:
-        from shipyard.control.controller import spawn
-        from shipyard.control.planning import plan_job, write_plan
-        from shipyard.errors import ConflictError
-        from shipyard.storage import archive, transfer
+        from shipyard.control.submit import submit
+        from shipyard.storage import archive
 
         store = self._store()
         spec, (entry, source) = self._spec(inputs, job_name, store)
-        if store.exists(spec.job_name):
-            raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
-        launches = plan_job(spec, store.job_dir(spec.job_name))
-        with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
-            tarball = archive.pack_source(Path(tmp) / "sourcedir.tar.gz",
-                                          entry.relative_to(source) if source else entry, source,
-                                          [Path(d) for d in self.dependencies])
-            transfer.upload_file(tarball, spec.source_uri)
-        store.create_job(spec)
-        try:
-            write_plan(spec, store.job_dir(spec.job_name), launches)
-            spawn(store, spec.job_name)
-        except Exception as exc:  # the job exists now: it must not be left InProgress with no controller
-            store.update_job(spec.job_name, failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}")
-            store.transition(spec.job_name, "Failed", "Failed", "the job could not be started")
-            raise
+        submit(store, spec, lambda directory: archive.pack_source(
+            directory / "sourcedir.tar.gz", entry.relative_to(source) if source else entry, source,
+            [Path(d) for d in self.dependencies]))
         self._current_job_name = spec.job_name
         self.latest_training_job = TrainingJob(spec.job_name, store)
         self.jobs.append(self.latest_training_job)

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
 from shipyard.spec.build import UserModel
+from shipyard.storage.uri import join
 
 LOCAL_PATH = "/opt/ml/output/tensors"
 SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
@@ -20,13 +21,18 @@ COLLECTION_KEYS = ("include_regex", "save_histogram", "reductions", "save_raw_te
 BOOL_KEYS = ("dry_run", "save_all", "save_raw_tensor", "save_shape", "save_histogram")
 
 
+def debug_output_uri(output_path: str, job_name: str, hook_path: str | None = None) -> str:
+    """Where a job's tensors are mirrored while it runs (SageMaker's <s3_output_path>/<job>/debug-output)."""
+    return join(hook_path or output_path, job_name, "debug-output")
+
+
 def _save_keys() -> list[str]:
     return [*SAVE_KEYS, *(f"{m}.{k}" for m in MODE_PREFIXES for k in SAVE_KEYS)]
 
 
 def check_parameters(where: str, parameters: dict[str, str], own_keys: tuple[str, ...]) -> None:
-    from shipyard.debugger.collections import parse_reductions
-    from shipyard.debugger.save_config import parse_value, split_key
+    from shipyard.contract.debugger.collections import parse_reductions
+    from shipyard.contract.debugger.save_config import parse_value, split_key
 
     if len(parameters) > 20:
         raise ValidationError(where, len(parameters), "at most 20 parameters are allowed")
@@ -59,7 +65,7 @@ class CollectionConfig(UserModel):
 
     @model_validator(mode="after")
     def _valid(self) -> CollectionConfig:
-        from shipyard.debugger.collections import BUILTIN_REGEX
+        from shipyard.contract.debugger.collections import BUILTIN_REGEX
 
         if self.name not in BUILTIN_REGEX and "include_regex" not in self.parameters:
             guess = unknown_name_error("collection", self.name, BUILTIN_REGEX)

@@ -1,21 +1,68 @@
 """A rule evaluated beside a job (SageMaker's DebugRuleConfiguration / ProfilerRuleConfiguration): which
 built-in rule (or a custom class in a Python file), its RuleParameters as strings, and the actions taken
 when its condition is met. Built-in rule names and parameters are checked against the rule modules'
-declarations (shipyard/rules/<kind>/), so a misspelling or a wrongly typed value fails at construction."""
+declarations (RULES below names the modules in shipyard/rules/<kind>/), so a misspelling or a wrongly
+typed value fails at construction."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.registry import Registry
 from shipyard.spec.build import UserModel
 
 RULE_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # RuleConfigurationName
 MAX_RULES_PER_KIND = 20
+
+
+# The built-in rules of each kind, by SageMaker's name: a module of shipyard/rules/<kind>/ each. They are
+# named here, where a RuleConfig is validated, and a module is loaded only when a job names its rule.
+RULES = {
+    "debugger": Registry("debugger_rules", "debugger rule", {
+        "VanishingGradient": "shipyard.rules.debugger.vanishing_gradient",
+        "ExplodingTensor": "shipyard.rules.debugger.exploding_tensor",
+        "LossNotDecreasing": "shipyard.rules.debugger.loss_not_decreasing",
+        "DeadRelu": "shipyard.rules.debugger.dead_relu",
+        "PoorWeightInitialization": "shipyard.rules.debugger.poor_weight_initialization",
+        "SaturatedActivation": "shipyard.rules.debugger.saturated_activation",
+        "WeightUpdateRatio": "shipyard.rules.debugger.weight_update_ratio",
+        "AllZero": "shipyard.rules.debugger.all_zero",
+        "ClassImbalance": "shipyard.rules.debugger.class_imbalance",
+        "Confusion": "shipyard.rules.debugger.confusion",
+        "Overfit": "shipyard.rules.debugger.overfit",
+        "Overtraining": "shipyard.rules.debugger.overtraining",
+        "SimilarAcrossRuns": "shipyard.rules.debugger.similar_across_runs",
+        "TensorVariance": "shipyard.rules.debugger.tensor_variance",
+        "UnchangedTensor": "shipyard.rules.debugger.unchanged_tensor",
+        "StalledTrainingRule": "shipyard.rules.debugger.stalled_training_rule",
+        "CheckInputImages": "shipyard.rules.debugger.check_input_images",
+        "NLPSequenceRatio": "shipyard.rules.debugger.nlp_sequence_ratio",
+    }),
+    "profiler": Registry("profiler_rules", "profiler rule", {
+        "StepOutlier": "shipyard.rules.profiler.step_outlier",
+        "CPUBottleneck": "shipyard.rules.profiler.cpu_bottleneck",
+        "LowGPUUtilization": "shipyard.rules.profiler.low_gpu_utilization",
+        "OverallSystemUsage": "shipyard.rules.profiler.overall_system_usage",
+        "MaxInitializationTime": "shipyard.rules.profiler.max_initialization_time",
+        "IOBottleneck": "shipyard.rules.profiler.io_bottleneck",
+        "GPUMemoryIncrease": "shipyard.rules.profiler.gpu_memory_increase",
+        "LoadBalancing": "shipyard.rules.profiler.load_balancing",
+        "BatchSize": "shipyard.rules.profiler.batch_size",
+        "Dataloader": "shipyard.rules.profiler.dataloader",
+        "OverallFrameworkMetrics": "shipyard.rules.profiler.overall_framework_metrics",
+        "ProfilerReport": "shipyard.rules.profiler.profiler_report",
+    }),
+}
+
+
+def rule_module(kind: str, name: str) -> ModuleType:
+    return RULES[kind].load(name)
 
 
 class StopTraining(UserModel):
@@ -84,16 +131,9 @@ class RuleConfig(UserModel):
                 raise ValidationError(f"rule {self.name}: source", self.custom_source,
                                       "no such file; give the path of the Python file defining the rule class")
             return self
-        from shipyard.rules import registry, rule_module
-        from shipyard.rules.parameters import parse_parameters
+        from shipyard.spec.rule_parameters import parse_parameters
 
-        try:
-            known = registry(self.kind)
-        except ModuleNotFoundError:
-            known = {}
-        if self.rule not in known:
-            raise unknown_name_error(f"{self.kind} rule", self.rule, known)
-        module = rule_module(self.kind, self.rule)
+        module = rule_module(self.kind, self.rule)  # an unknown name: the error names the closest
         values = parse_parameters(self.rule, module.PARAMETERS, self.parameters)
         check = getattr(module, "check", None)  # parameters that only make sense together
         if check is not None:

@@ -10,7 +10,7 @@ class Loop:
         import torch
         from torch import nn
 
-        from shipyard.debugger.hook import Hook
+        from shipyard.runtime.debugger.hook import Hook
 
         torch.manual_seed(seed)
 

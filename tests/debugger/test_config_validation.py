@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from shipyard.contract.debugger.collections import BUILTIN_REGEX
 from shipyard.debugger import CollectionConfig, DebuggerHookConfig
-from shipyard.debugger.collections import BUILTIN_REGEX
 from shipyard.debugger.sdk import hook_and_rules
 from shipyard.errors import ValidationError
 

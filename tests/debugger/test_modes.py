@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shipyard.debugger import modes, trial
-from shipyard.debugger.trials import TensorUnavailable
+from shipyard.contract.debugger import modes
+from shipyard.debugger import trial
+from shipyard.rules.debugger.trials import TensorUnavailable
 
 LOSS = "MSELoss_output_0"
 

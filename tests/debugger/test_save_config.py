@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shipyard.debugger.collections import build
-from shipyard.debugger.save_config import SaveConfig
+from shipyard.contract.debugger.collections import build
+from shipyard.contract.debugger.save_config import SaveConfig
 
 
 def saved(parameters, mode="train", upto=40, base=None):

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from shipyard.debugger import storage, trial
-from shipyard.debugger.trials import TensorUnavailable
+from shipyard.contract.debugger import storage
+from shipyard.debugger import trial
+from shipyard.rules.debugger.trials import TensorUnavailable
 
 
 def test_layout_values_and_reductions_round_trip(loop, tmp_path):

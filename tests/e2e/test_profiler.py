@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from shipyard.profiler import FrameworkProfile, ProfilerConfig, ProfilerRule, rule_configs
-from shipyard.profiler.data import ProfilerReader
 from shipyard.pytorch import PyTorch
+from shipyard.rules.profiler.data import ProfilerReader
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,8 @@ from shipyard.profiler import (
     ProfilerConfig,
     PythonProfilingConfig,
 )
-from shipyard.profiler.data import ProfilerReader
 from shipyard.pytorch import PyTorch
-
+from shipyard.rules.profiler.data import ProfilerReader
 from tests.profiler.test_framework_events import assert_split_at_forward_end, python_spans
 from tests.profiler.test_rules import evaluate
 

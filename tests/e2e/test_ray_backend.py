@@ -28,8 +28,8 @@ from shipyard.debugger import rule_configs as debugger_rules
 from shipyard.errors import UnexpectedStatusError
 from shipyard.profiler import FrameworkProfile, ProfilerConfig, ProfilerRule
 from shipyard.profiler import rule_configs as profiler_rules
-from shipyard.profiler.data import ProfilerReader
 from shipyard.pytorch import PyTorch
+from shipyard.rules.profiler.data import ProfilerReader
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.storage import transfer
 from shipyard.store import Store

@@ -102,9 +102,8 @@ def test_one_local_gpu_instance_runs_nccl_on_its_gpus(home, tmp_path, gpus, gpu_
 
 
 def test_profiled_gpu_job_has_nvml_metrics_gpu_rules_and_cuda_kernels(home, tmp_path, gpus):
-    from shipyard.profiler.data import ProfilerReader
     from shipyard.rules.profiler.base import NO_GPU
-
+    from shipyard.rules.profiler.data import ProfilerReader
     from tests.profiler.test_rules import evaluate
 
     count = min(2, len(gpus))  # with two, algo-2 stays idle: each instance must report its own GPUs

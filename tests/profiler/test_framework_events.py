@@ -17,9 +17,9 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 from torch.utils.data import DataLoader, TensorDataset
 
-from shipyard.profiler.data import ProfilerReader
-from shipyard.profiler.steps import StepRecorder
+from shipyard.rules.profiler.data import ProfilerReader
 from shipyard.runtime import heartbeat
+from shipyard.runtime.profiler.steps import StepRecorder
 
 PHASES = ("Forward", "Backward(post-forward)", "Optimizer")
 US = 1e-6  # event times are whole microseconds

@@ -6,9 +6,9 @@ import json
 import time
 
 from shipyard.profiler import ProfilerConfig, ProfilerRule, rule_configs
-from shipyard.profiler.data import ProfilerReader
-from shipyard.profiler.monitor import SystemMonitor
-from shipyard.profiler.watcher import create
+from shipyard.rules.profiler.data import ProfilerReader
+from shipyard.rules.profiler.watcher import create
+from shipyard.runtime.profiler.monitor import SystemMonitor
 from shipyard.spec.job import JobSpec
 from shipyard.spec.rules import StopTraining
 
@@ -129,8 +129,8 @@ class FakeNVML:
 
 
 def test_monitor_records_each_gpu_through_nvml_and_gpu_rules_read_them(tmp_path, monkeypatch):
-    from shipyard.rules import rule_module
-    from shipyard.rules.parameters import parse_parameters
+    from shipyard.spec.rule_parameters import parse_parameters
+    from shipyard.spec.rules import rule_module
 
     nvml = FakeNVML()
     nvml.install(monkeypatch)
@@ -168,12 +168,12 @@ def test_monitor_without_nvml_records_no_gpu_and_says_so_once_at_debug(tmp_path,
         raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     monkeypatch.setattr(pynvml, "nvmlInit", fail)
-    with caplog.at_level(logging.DEBUG, logger="shipyard.profiler.monitor"):
+    with caplog.at_level(logging.DEBUG, logger="shipyard.runtime.profiler.monitor"):
         monitor = SystemMonitor(tmp_path, "algo-1", 100)
         monitor.sample()
         monitor.sample()
         monitor.stop()
-    [line] = [r for r in caplog.records if r.name == "shipyard.profiler.monitor"]
+    [line] = [r for r in caplog.records if r.name == "shipyard.runtime.profiler.monitor"]
     assert line.levelno == logging.DEBUG and "no GPU metrics: NVML did not initialise" in line.getMessage()
     records = ProfilerReader(str(tmp_path)).read().system
     assert records and not [r for r in records if r["Type"] == "gpu"]

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from shipyard.profiler.data import ProfilerData, ProfilerReader
-from shipyard.profiler.detailed import DetailedProfiler
-from shipyard.profiler.operators import parse_detailed_trace, summary
+from shipyard.rules.profiler.data import ProfilerData, ProfilerReader
+from shipyard.rules.profiler.operators import parse_detailed_trace, summary
+from shipyard.runtime.profiler.detailed import DetailedProfiler
 from tests.profiler.test_rules import evaluate, steps
 
 TRACE = "framework/pytorch/detailed_profiling/2026110912/000000003/algo-1-rank0.pt.trace.json"

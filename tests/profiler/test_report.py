@@ -10,9 +10,10 @@ import shutil
 from collections import defaultdict
 from types import SimpleNamespace
 
+from shipyard.contract.profiler import system_file
 from shipyard.profiler import ProfilerRule, rule_configs
-from shipyard.profiler.data import ProfilerReader, system_file
-from shipyard.profiler.report import render
+from shipyard.rules.profiler.data import ProfilerReader
+from shipyard.rules.profiler.report import render
 from shipyard.spec.job import JobSpec
 from shipyard.spec.profiler import ProfilerConfig
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from shipyard.profiler.data import FrameworkEvent, ProfilerData, StepEvent
-from shipyard.rules import rule_module
-from shipyard.rules.parameters import parse_parameters
+from shipyard.rules.profiler.data import FrameworkEvent, ProfilerData, StepEvent
+from shipyard.spec.rule_parameters import parse_parameters
+from shipyard.spec.rules import rule_module
 
 
 def evaluate(rule: str, data: ProfilerData, now: float = 1e9, final: bool = True, **params):
@@ -254,10 +254,10 @@ def test_overall_framework_metrics_drops_operations_under_two_percent():
 
 
 def test_profiler_report_runs_the_twelve_rules():
-    from shipyard.rules.profiler import RULES
     from shipyard.rules.profiler.profiler_report import SUB_RULES
+    from shipyard.spec.rules import RULES
 
-    assert len(RULES) == 12 and set(SUB_RULES) == set(RULES) - {"ProfilerReport"}
+    assert len(RULES["profiler"]) == 12 and set(SUB_RULES) == set(RULES["profiler"]) - {"ProfilerReport"}
     data = ProfilerData(system=system(5, cpus=(10,) * 4), events=loading(12, [100], name="DataLoaderIter"))
     finding = evaluate("ProfilerReport", data)
     assert finding.triggered and "Dataloader: algo-1: median 1" in finding.details

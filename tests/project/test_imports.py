@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-IN_PROCESS = ("shipyard.runtime.heartbeat", "shipyard.runtime.process_group_exit", "shipyard.debugger.hook",
-              "shipyard.profiler.steps", "shipyard.profiler.phases", "shipyard.profiler.dataloader")
+IN_PROCESS = ("shipyard.runtime.heartbeat", "shipyard.runtime.process_group_exit", "shipyard.runtime.debugger.hook",
+              "shipyard.runtime.profiler.steps", "shipyard.runtime.profiler.phases", "shipyard.runtime.profiler.dataloader")
 
 
 def test_the_in_process_parts_load_no_sdk_rules_or_pydantic():

@@ -40,11 +40,11 @@ def test_every_registry_of_shipyard_loads_every_built_in():
     from shipyard.cli.jobfile import FRAMEWORKS
     from shipyard.control.watchers import REGISTRY as watchers
     from shipyard.parallel.strategies import REGISTRY as strategies
-    from shipyard.rules import registry as rules
     from shipyard.runtime.agent import SERVICES
     from shipyard.runtime.launchers import REGISTRY as launchers
+    from shipyard.spec.rules import RULES as rules
 
-    for table in (backends, FRAMEWORKS, watchers, strategies, rules("debugger"), rules("profiler"), SERVICES,
+    for table in (backends, FRAMEWORKS, watchers, strategies, *rules.values(), SERVICES,
                   launchers):
         assert isinstance(table, registry.Registry)
         for name in table:

@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from shipyard.debugger.collections import BUILTIN_REGEX
-from shipyard.debugger.storage import Writer
-from shipyard.debugger.trials import Trial
-from shipyard.rules import rule_module
-from shipyard.rules.parameters import parse_parameters
+from shipyard.contract.debugger.collections import BUILTIN_REGEX
+from shipyard.contract.debugger.storage import Writer
+from shipyard.rules.debugger.trials import Trial
+from shipyard.spec.rule_parameters import parse_parameters
+from shipyard.spec.rules import rule_module
 
 
 class Steps:

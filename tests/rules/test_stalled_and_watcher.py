@@ -120,7 +120,7 @@ def test_every_registered_rule_validates_its_parameters_at_spec_time():
 def test_with_every_worker_saving_each_worker_is_judged_on_its_own(tmp_path):
     """include_workers=all: worker_1's losses stall while worker_0's fall; the rule fires naming worker_1,
     and worker_0's falling loss does not hide it (a whole-trial rule would look at worker_0 only)."""
-    from shipyard.debugger.storage import Writer
+    from shipyard.contract.debugger.storage import Writer
     from shipyard.spec.debugger import DebuggerHookConfig
 
     spec = SimpleNamespace(job_name="job", output_path=str(tmp_path / "out"), rules=[

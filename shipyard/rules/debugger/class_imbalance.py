@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from shipyard.rules.debugger.base import Rule, as_classes, tensors_at
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "threshold_imbalance": Parameter("float", 10.0),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from shipyard.rules.debugger.base import Rule, as_classes
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "category_no": Parameter("int", None),

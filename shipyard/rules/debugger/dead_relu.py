@@ -4,7 +4,7 @@ the samples in the batch; fires when more than `threshold_layer` % of a layer's 
 from __future__ import annotations
 
 from shipyard.rules.debugger.base import Rule, inactive_units_percent, tensors_by_regex
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 DEFAULT_REGEX = ".*relu_output"
 PARAMETERS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from shipyard.rules.debugger.base import Rule, tensors_at
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "collection_names": Parameter("list", None, "collections to inspect (all tensors when unset)"),

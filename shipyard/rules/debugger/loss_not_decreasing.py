@@ -7,9 +7,9 @@ never compared with a validation loss)."""
 
 from __future__ import annotations
 
-from shipyard.debugger import modes
+from shipyard.contract.debugger import modes
 from shipyard.rules.debugger.base import Rule, step_in_mode, tensors_at
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "collection_names": Parameter("list", None),

@@ -9,7 +9,7 @@ steps are further apart than their mode steps), so phases that saved nothing in 
 from __future__ import annotations
 
 from shipyard.rules.debugger.base import Rule, mean_loss
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "tensor_regex": Parameter("str", None),

@@ -7,7 +7,7 @@ its reading). The loss is the `losses` collection."""
 from __future__ import annotations
 
 from shipyard.rules.debugger.base import Rule, mean_loss
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "patience_train": Parameter("int", 5),

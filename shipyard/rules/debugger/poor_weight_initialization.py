@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from shipyard.rules.debugger.base import Rule, mean_loss, tensors_by_regex
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 DEFAULT_REGEX = ".*relu_input"
 PARAMETERS = {

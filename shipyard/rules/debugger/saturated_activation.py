@@ -8,7 +8,7 @@ is the DeadRelu computation, shared). A tensor is judged with the tanh bounds wh
 from __future__ import annotations
 
 from shipyard.rules.debugger.base import Rule, inactive_units_percent, tensors_at, tensors_by_regex
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 DEFAULT_REGEX = ".*tanh_input|.*sigmoid_input"
 PARAMETERS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from shipyard.rules.debugger.base import Rule, tensors_at
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "other_trials": Parameter("list", None, "job names, paths or URIs of the trials to compare with"),
@@ -27,7 +27,7 @@ def check(values: dict) -> None:
 class SimilarAcrossRuns(Rule):
     def __init__(self, base_trial, **parameters) -> None:
         super().__init__(base_trial, **parameters)
-        from shipyard.debugger.trials import trial
+        from shipyard.rules.debugger.trials import trial
 
         self.others = [(where, trial(where)) for where in parameters["other_trials"]]
 

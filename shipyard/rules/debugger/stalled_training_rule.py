@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from shipyard.rules.debugger.base import Rule
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "threshold": Parameter("int", 1800, "seconds without a new step"),

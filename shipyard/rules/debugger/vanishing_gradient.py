@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shipyard.rules.debugger.base import Rule
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {"threshold": Parameter("float", 1e-7, "mean |gradient| below this is vanishing")}
 COLLECTIONS = {"gradients": {"save_interval": "500"}}

@@ -15,9 +15,9 @@ from __future__ import annotations
 import importlib.util
 import traceback
 
-from shipyard.rules import rule_module
 from shipyard.rules.actions import run_actions
-from shipyard.rules.parameters import parse_parameters
+from shipyard.spec.rule_parameters import parse_parameters
+from shipyard.spec.rules import rule_module
 
 KIND = "debugger"
 
@@ -68,7 +68,8 @@ class DebuggerRulesWatcher:
     name = "debugger rules"
 
     def __init__(self, spec, store) -> None:
-        from shipyard.debugger.trials import Trial, debug_output_uri
+        from shipyard.rules.debugger.trials import Trial
+        from shipyard.spec.debugger import debug_output_uri
 
         self.job, self.store = spec.job_name, store
         hook = spec.debugger_hook_config

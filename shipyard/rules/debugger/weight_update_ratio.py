@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from shipyard.rules.debugger.base import Rule, step_in_mode
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 PARAMETERS = {
     "num_steps": Parameter("int", None, "the previous step must be at most this many steps back"),

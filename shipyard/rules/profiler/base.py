@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shipyard.rules.parameters import Parameter
+from shipyard.spec.rule_parameters import Parameter
 
 # Every SageMaker profiler rule takes it; rules here look at everything collected so far on each poll.
 SCAN_INTERVAL = {"scan_interval_us": Parameter("int", 60_000_000, "how often SageMaker scans new data (µs)")}

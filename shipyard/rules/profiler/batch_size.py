@@ -4,8 +4,8 @@ utilisation and p95 memory (last `window`) are both below their thresholds is a 
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding, percentile
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Detects instances underused by a small batch: CPU, GPU and GPU memory all low."
 RECOMMENDATION = "Use a larger batch size, or a smaller instance."

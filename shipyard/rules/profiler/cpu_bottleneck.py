@@ -4,8 +4,8 @@ more than `threshold` % of them. Without GPUs no snapshot can be a bottleneck.""
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, bottleneck_finding
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Checks whether the GPUs wait for the CPUs: low GPU utilisation while a CPU core is busy."
 RECOMMENDATION = ("Use more data loader workers, move preprocessing out of the training loop or onto the "

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from shipyard.profiler.data import DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER
-from shipyard.rules.parameters import Parameter
+from shipyard.contract.profiler import DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, percentile
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = ("Checks how many data loader processes run in parallel and whether that matches the "
                "instance's CPU cores.")

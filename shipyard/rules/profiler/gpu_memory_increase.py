@@ -3,8 +3,8 @@ the last `window` values exceeds that of the window one value earlier by more th
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Detects a large increase in GPU memory use, which may soon run out of memory."
 RECOMMENDATION = ("Look for tensors kept across steps (losses accumulated with their graphs), or choose a "

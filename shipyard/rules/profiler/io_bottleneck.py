@@ -4,8 +4,8 @@ below gpu_threshold while waiting for I/O."""
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, bottleneck_finding
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Checks whether the GPUs wait for I/O: low GPU utilisation while CPU cores wait for I/O."
 RECOMMENDATION = ("Read data from faster storage or in larger blocks, use more data loader workers, or "

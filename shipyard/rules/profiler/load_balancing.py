@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Detects GPUs whose workloads differ, on one instance or across instances: some busy while others idle."
 RECOMMENDATION = "Check that every GPU gets a share of the data and of the model (e.g. DDP, not DataParallel)."

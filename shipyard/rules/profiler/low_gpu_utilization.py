@@ -4,8 +4,8 @@ p5 < threshold_p5."""
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import NO_GPU, SCAN_INTERVAL, Finding, percentile
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Checks for GPUs that are mostly idle (low p95) or whose utilisation swings (high p95, low p5)."
 RECOMMENDATION = ("Underutilised: a larger batch size or a smaller instance. Fluctuating: look for "

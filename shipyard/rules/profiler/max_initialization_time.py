@@ -3,8 +3,8 @@ after the first profiler data point."""
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = "Checks that the training loop starts within threshold minutes."
 RECOMMENDATION = ("Long initialisation: download less data up front (stream it), install dependencies in "

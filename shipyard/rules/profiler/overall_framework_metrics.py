@@ -3,14 +3,14 @@ time went: TRAIN/EVAL steps vs others (from each process's first step start to i
 forward vs backward vs optimizer (PyTorch step phases), the dataloader's time, every framework
 annotation's total, operations under 2 % of the total left out as SageMaker's charts do, and from the
 detailed torch.profiler traces CPU operator time vs GPU operator time with the most expensive operators
-(see shipyard.profiler.operators for what is counted)."""
+(see shipyard.rules.profiler.operators for what is counted)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from shipyard.profiler import operators
-from shipyard.profiler.data import DATALOADER_ITER, DATALOADER_WORKER
+from shipyard.contract.profiler import DATALOADER_ITER, DATALOADER_WORKER
+from shipyard.rules.profiler import operators
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding
 
 DESCRIPTION = ("Summarises where the training processes spend their time: steps vs others, forward vs "

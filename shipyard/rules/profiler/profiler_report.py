@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
-from shipyard.rules.profiler import RULES
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding
+from shipyard.spec.rule_parameters import Parameter
+from shipyard.spec.rules import RULES
 
 DESCRIPTION = "Runs all profiler rules and gathers their findings into the profiling report."
 RECOMMENDATION = "See each rule's recommendation in the report."
-SUB_RULES = {name: RULES.load(name) for name in RULES if name != "ProfilerReport"}
+SUB_RULES = {name: RULES["profiler"].load(name) for name in RULES["profiler"] if name != "ProfilerReport"}
 PARAMETERS = {
     "opt_out_telemetry": Parameter("bool", False, "accepted for compatibility; shipyard sends no telemetry"),
     **SCAN_INTERVAL,

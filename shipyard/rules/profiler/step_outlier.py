@@ -4,8 +4,8 @@ std of those steps; fires when more than n_outliers are."""
 
 from __future__ import annotations
 
-from shipyard.rules.parameters import Parameter
 from shipyard.rules.profiler.base import SCAN_INTERVAL, Finding, summary
+from shipyard.spec.rule_parameters import Parameter
 
 DESCRIPTION = ("Detects outliers in step duration: a step that takes longer than the mean plus stddev "
                "standard deviations of the node's step durations.")

@@ -6,8 +6,8 @@ changes to the script:
   never interleave mid-line (PYTHONUNBUFFERED would split a print into several writes);
 - reports a heartbeat (shipyard.runtime.heartbeat) when the job watches for hangs;
 - marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
-- saves tensors when the job asks for debugging (shipyard.debugger.hook);
-- records step times when the job asks for framework profiling (shipyard.profiler.steps);
+- saves tensors when the job asks for debugging (shipyard.runtime.debugger.hook);
+- records step times when the job asks for framework profiling (shipyard.runtime.profiler.steps);
 - ends a process that used gloo without the interpreter's teardown aborting it: the group destroyed
   at exit, a clean finish left with os._exit(0) (shipyard.runtime.process_group_exit).
 
@@ -32,8 +32,8 @@ for _variable, _module, _what in (
     ("SHIPYARD_INSTANCE_DIR", "shipyard.runtime.process_group_exit", "process group cleanup at exit"),
     ("SHIPYARD_CHECKPOINT_WATCH", "shipyard.runtime.resume_check", "checkpoint read check"),
     ("SHIPYARD_HEARTBEAT_DIR", "shipyard.runtime.heartbeat", "heartbeat"),
-    ("SMDEBUG_CONFIG_FILE_PATH", "shipyard.debugger.hook", "debugger hook"),
-    ("SHIPYARD_PROFILER_DIR", "shipyard.profiler.steps", "step profiling"),
+    ("SMDEBUG_CONFIG_FILE_PATH", "shipyard.runtime.debugger.hook", "debugger hook"),
+    ("SHIPYARD_PROFILER_DIR", "shipyard.runtime.profiler.steps", "step profiling"),
 ):
     if os.environ.get(_variable):
         try:

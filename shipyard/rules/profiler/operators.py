@@ -1,4 +1,4 @@
-"""The operators of the detailed torch.profiler traces (shipyard.profiler.detailed writes them), summed
+"""The operators of the detailed torch.profiler traces (shipyard.runtime.profiler.detailed writes them), summed
 per trace file for OverallFrameworkMetrics and the report: CPU operator time vs GPU operator time, and
 each operator's calls and total time.
 
@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from shipyard.profiler.detailed import DETAILED_DIR
+from shipyard.contract.profiler import DETAILED_DIR
 
 CPU_CATEGORIES = frozenset({"cpu_op"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})

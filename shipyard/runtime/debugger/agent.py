@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shipyard.debugger.storage import parse_index_key
-from shipyard.debugger.trials import debug_output_uri
+from shipyard.contract.debugger.storage import parse_index_key
+from shipyard.spec.debugger import debug_output_uri
 
 CONFIG_FILE = "debughookconfig.json"
 

@@ -4,9 +4,9 @@ optimizer-step hooks (one pair per process, shipyard/runtime/heartbeat.py): TRAI
 end of the previous step (of any mode) to the end of optimizer step N, so it includes that step's data
 loading, forward and backward; step 1 (whose start is not known) is not recorded. What else is recorded:
 
-- the phases of a step and EVAL steps (shipyard/profiler/phases.py), over the step timeline's range
+- the phases of a step and EVAL steps (shipyard/runtime/profiler/phases.py), over the step timeline's range
   (the module hooks are also on during Python-profiled steps, whose profiles split at a forward's end);
-- the DataLoader's events, in the main process and in its workers (shipyard/profiler/dataloader.py);
+- the DataLoader's events, in the main process and in its workers (shipyard/runtime/profiler/dataloader.py);
 - torch.profiler traces (detailed.py) and Python profiles (python_profiler.py) over their options' steps.
 
 Events are written as SageMaker's Chrome trace files (framework/pevents/<YYYYMMDDHH>/
@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from shipyard.profiler.data import FRAMEWORK_DIR, STEP_PREFIX
+from shipyard.contract.profiler import FRAMEWORK_DIR, STEP_PREFIX
 
 # A Chrome trace event is about this many bytes; used to rotate by size without serialising each step.
 EVENT_BYTES = 160
@@ -96,11 +96,11 @@ class RangeRunner:
 
 class StepRecorder:
     def __init__(self, root: str, framework: dict) -> None:
-        from shipyard.profiler.dataloader import DataLoaderProfiler
-        from shipyard.profiler.detailed import DetailedProfiler
         from shipyard.contract.rank import process_rank
-        from shipyard.profiler.phases import Phases
-        from shipyard.profiler.python_profiler import PythonProfiler
+        from shipyard.runtime.profiler.dataloader import DataLoaderProfiler
+        from shipyard.runtime.profiler.detailed import DetailedProfiler
+        from shipyard.runtime.profiler.phases import Phases
+        from shipyard.runtime.profiler.python_profiler import PythonProfiler
         from shipyard.spec.profiler import FrameworkProfile
 
         self.root, self.profile = root, FrameworkProfile(**framework)

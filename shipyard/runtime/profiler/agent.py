@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard.profiler.monitor import SystemMonitor
 from shipyard.runtime.checkpoints import CheckpointSync
+from shipyard.runtime.profiler.monitor import SystemMonitor
 
 SYNC_INTERVAL_SECONDS = 1.0
 

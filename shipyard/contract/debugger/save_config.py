@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from shipyard.debugger.modes import MODES
+from shipyard.contract.debugger.modes import MODES
+
 KEYS = ("save_interval", "save_steps", "start_step", "end_step")
 
 

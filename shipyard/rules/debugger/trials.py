@@ -9,7 +9,7 @@ import io
 import json
 import re
 
-from shipyard.debugger import modes, storage
+from shipyard.contract.debugger import modes, storage
 from shipyard.storage.uri import filesystem, join
 
 
@@ -221,12 +221,9 @@ class Trial:
         return self._npz[key]
 
 
-def debug_output_uri(output_path: str, job_name: str, hook_path: str | None = None) -> str:
-    return join(hook_path or output_path, job_name, "debug-output")
-
-
 def trial(job_name_or_path: str) -> Trial:
     """A trial over a job's tensors (by job name) or over a directory/URI holding them."""
+    from shipyard.spec.debugger import debug_output_uri
     from shipyard.storage.uri import exists
 
     if "/" not in job_name_or_path and not exists(job_name_or_path):

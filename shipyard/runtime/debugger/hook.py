@@ -27,11 +27,11 @@ import os
 import sys
 import weakref
 
+from shipyard.contract.debugger import collections as coll
+from shipyard.contract.debugger import modes
+from shipyard.contract.debugger.save_config import SaveConfig
+from shipyard.contract.debugger.storage import Writer, histogram
 from shipyard.contract.rank import process_rank
-from shipyard.debugger import collections as coll
-from shipyard.debugger import modes
-from shipyard.debugger.save_config import SaveConfig
-from shipyard.debugger.storage import Writer, histogram
 
 CONFIG_ENV = "SMDEBUG_CONFIG_FILE_PATH"
 _installed = None

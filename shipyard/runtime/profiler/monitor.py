@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from shipyard.profiler.data import system_file
+from shipyard.contract.profiler import system_file
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import traceback
 from pathlib import Path
 
 from shipyard.control.watchers import StopRequest
-from shipyard.profiler.data import ProfilerReader
-from shipyard.rules import rule_module
 from shipyard.rules.actions import run_actions
-from shipyard.rules.parameters import parse_parameters
 from shipyard.rules.profiler.base import condition_message
+from shipyard.rules.profiler.data import ProfilerReader
+from shipyard.spec.rule_parameters import parse_parameters
+from shipyard.spec.rules import rule_module
 
 # Listing the output URI is not free (S3): at most this often.
 READ_SECONDS = 5.0
@@ -73,7 +73,7 @@ class ProfilerRulesWatcher:
 
     def _publish_report(self, rule_name: str) -> None:
         """Where SageMaker's ProfilerReport leaves it: <output>/<job>/rule-output/<rule>/profiler-output/."""
-        from shipyard.profiler.report import write_report
+        from shipyard.rules.profiler.report import write_report
         from shipyard.storage.transfer import upload_file
         from shipyard.storage.uri import join
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from shipyard.debugger.save_config import SaveConfig
+from shipyard.contract.debugger.save_config import SaveConfig
 
 BUILTIN_REGEX = {
     "all": r".*",

@@ -25,7 +25,7 @@ import struct
 import sys
 import time
 
-from shipyard.profiler.data import DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER
+from shipyard.contract.profiler import DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER
 
 _SHARED = struct.Struct("<qq")  # (recording, step)
 
@@ -107,7 +107,7 @@ class DataLoaderProfiler:
     def _in_worker(self) -> None:
         from torch.utils.data._utils import fetch
 
-        from shipyard.profiler.steps import TraceWriter
+        from shipyard.runtime.profiler.steps import TraceWriter
 
         # A Python profile running in the main thread when the worker was forked would go on here, unread.
         sys.setprofile(None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-DETAILED_DIR = "framework/pytorch/detailed_profiling"
+from shipyard.contract.profiler import DETAILED_DIR
 
 
 class DetailedProfiler:

@@ -15,14 +15,14 @@ from collections import defaultdict
 from html import escape
 from pathlib import Path
 
-from shipyard.profiler import charts
-from shipyard.profiler.data import DATALOADER_ITER, DATALOADER_WORKER, ProfilerData, ProfilerReader
-from shipyard.rules import rule_module
-from shipyard.rules.parameters import parse_parameters
-from shipyard.rules.profiler import profiler_report
+from shipyard.contract.profiler import DATALOADER_ITER, DATALOADER_WORKER
+from shipyard.rules.profiler import charts, profiler_report
+from shipyard.rules.profiler.data import ProfilerData, ProfilerReader
 from shipyard.rules.profiler.dataloader import node_stats
 from shipyard.rules.profiler.overall_framework_metrics import NO_TRACES, PHASES
 from shipyard.rules.profiler.overall_system_usage import UNITS
+from shipyard.spec.rule_parameters import parse_parameters
+from shipyard.spec.rules import rule_module
 
 STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top}

@@ -1,0 +1,37 @@
+"""Submitting a job: the one path `fit()`, `shipyard run` (through fit()) and the server take. What can
+be checked is checked before anything is written: the name is free and the instances can be planned
+here (CapacityError otherwise). Then the code is uploaded, the job recorded, its instances laid out and
+its controller started; a failure after the job is recorded leaves it Failed with the reason, never
+InProgress with no controller."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from shipyard.control.controller import spawn
+from shipyard.control.planning import plan_job, write_plan
+from shipyard.errors import ConflictError
+from shipyard.spec.job import JobSpec
+
+
+def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> None:
+    """Start `spec` as a new job. `pack(directory)` writes the job's sourcedir.tar.gz into `directory` and
+    returns its path; it is uploaded to the job's source URI. Without it, the code must already be there."""
+    if store.exists(spec.job_name):
+        raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
+    launches = plan_job(spec, store.job_dir(spec.job_name))
+    if pack is not None:
+        from shipyard.storage import transfer
+
+        with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
+            transfer.upload_file(pack(Path(tmp)), spec.source_uri)
+    store.create_job(spec)
+    try:
+        write_plan(spec, store.job_dir(spec.job_name), launches)
+        spawn(store, spec.job_name)
+    except Exception as exc:
+        store.update_job(spec.job_name, failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}")
+        store.transition(spec.job_name, "Failed", "Failed", "the job could not be started")
+        raise

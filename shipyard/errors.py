@@ -24,11 +24,17 @@ class ShipyardError(Exception):
 
 
 class ValidationError(ShipyardError, ValueError):
-    """`value` is Ellipsis for a rule about several fields together (the message names them)."""
+    """`value` is Ellipsis for a rule about several fields together (the message names them). A long
+    value is cut in the message, so the fix is not lost at the end of a dump."""
 
     def __init__(self, field: str, value: object, fix: str) -> None:
         self.field, self.value, self.fix = field, value, fix
-        super().__init__(f"{field}: {fix}" if value is ... else f"{field}={value!r}: {fix}")
+        super().__init__(f"{field}: {fix}" if value is ... else f"{field}={_shown(value)}: {fix}")
+
+
+def _shown(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class NotFoundError(ShipyardError, KeyError):

@@ -15,6 +15,19 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def local_max_instances() -> int | None:
+    """SHIPYARD_LOCAL_MAX_INSTANCES: how many instances this machine runs side by side (default: from its
+    CPUs and memory, backends/resources.py)."""
+    value = os.environ.get("SHIPYARD_LOCAL_MAX_INSTANCES", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        from shipyard.errors import ValidationError
+
+        raise ValidationError("SHIPYARD_LOCAL_MAX_INSTANCES", value, "must be a whole number >= 1")
+    return int(value)
+
+
 def default_backend() -> str:
     """SHIPYARD_BACKEND (default local): where instances run when a job does not say (`backend=`)."""
     return os.environ.get("SHIPYARD_BACKEND") or "local"

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard import settings
 from shipyard.errors import CapacityError, ValidationError
 from shipyard.spec.catalog import InstanceType
 
@@ -19,6 +20,11 @@ from shipyard.spec.catalog import InstanceType
 MEMORY_SLACK = 1.05
 NVIDIA_SMI_TIMEOUT_S = 10
 
+# How many instances a machine runs side by side, whatever their type says (sized types are also held
+# to their vCPUs and memory below): an instance is at least an agent and a training process, and past
+# a few per core, or half a GiB each, they only slow each other down (1000 on 2 cores: load 64).
+INSTANCES_PER_VCPU = 4
+GIB_PER_INSTANCE = 0.5
 
 @dataclass(frozen=True)
 class MachineResources:
@@ -86,6 +92,13 @@ def detect() -> MachineResources:
     return MachineResources(vcpus=_vcpus(), memory_gib=_memory_gib(), gpus=_gpus())
 
 
+
+def side_by_side(machine: MachineResources) -> int:
+    """The most instances `machine` runs at once: SHIPYARD_LOCAL_MAX_INSTANCES, else from its CPUs and
+    memory (at least 2, so a distributed job always fits)."""
+    return settings.local_max_instances() or max(
+        2, min(INSTANCES_PER_VCPU * machine.vcpus, int(machine.memory_gib / GIB_PER_INSTANCE)))
+
 def _split_gpus(gpus: tuple[str, ...], count: int, per_instance: int) -> list[tuple[str, ...]]:
     return [gpus[i * per_instance:(i + 1) * per_instance] for i in range(count)]
 
@@ -101,6 +114,13 @@ def plan_instances(
         raise ValidationError("instance_count", count, "must be at least 1")
     it, have_gpus = instance_type, len(machine.gpus)
     label = f"{count} x {it.name}"
+    limit = side_by_side(machine)
+    if count > limit:
+        raise CapacityError(
+            f"{label}: this machine runs at most {limit} instances side by side ({machine.vcpus} vCPUs, "
+            f"{machine.memory_gib:.1f} GiB: {INSTANCES_PER_VCPU} per vCPU, {GIB_PER_INSTANCE:g} GiB each); "
+            "use fewer instances, the ray backend, or raise SHIPYARD_LOCAL_MAX_INSTANCES"
+        )
 
     if it.gpus is None:  # all of the machine's GPUs, evenly
         if have_gpus == 0:

@@ -137,9 +137,9 @@ def load(path: str | Path) -> JobRequest:
     path = Path(path)
     label = str(path)
     try:
-        import yaml
-
-        raw = yaml.safe_load(path.read_text())
+        raw = _load_yaml(path.read_text())
+    except ValidationError as exc:
+        raise ValidationError(f"{label}: {exc.field}", exc.value, exc.fix) from None
     except FileNotFoundError:
         raise ValidationError("job file", label, "no such file") from None
     except Exception as exc:  # yaml.YAMLError, a directory, unreadable bytes
@@ -164,6 +164,26 @@ def load(path: str | Path) -> JobRequest:
     return _resolve(request, path.resolve().parent)
 
 
+def _load_yaml(text: str) -> Any:
+    """yaml.safe_load, except that a key given twice in one mapping is an error (YAML keeps the last,
+    so a second `train:` channel would silently replace the first)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+        repeated = sorted({str(k) for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValidationError("key", repeated[0], f"given twice (line {node.start_mark.line + 1}); "
+                                  "a key may appear once in a mapping")
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+
+
 def _translate(label: str, exc: pydantic.ValidationError) -> ValidationError:
     """pydantic's error as ours: the key, the value, the fix; a misspelled key gets the closest one."""
     errors = exc.errors()
@@ -179,8 +199,11 @@ def _translate(label: str, exc: pydantic.ValidationError) -> ValidationError:
 
 
 def _absolute(path: str, base: Path) -> str:
-    """A plain local path made absolute against base; URIs (s3://, file://) are left as they are."""
-    if "://" in path:
+    """A plain local path made absolute against base; URIs (s3://, file://) are left as they are (a
+    mistyped one too, for the SDK to name)."""
+    from shipyard.storage.uri import looks_like_uri
+
+    if looks_like_uri(path):
         return path
     return os.path.normpath(base / Path(path).expanduser())
 
@@ -227,6 +250,8 @@ def parse_channel(text: str) -> tuple[str, dict[str, Any]]:
     head, sep, tail = uri.rpartition(":")
     if sep and tail in CHANNEL_DISTRIBUTIONS:
         uri, item["distribution"] = head, tail
+    elif sep and head and tail.isalpha():  # a misspelt mode would otherwise end the channel's path
+        raise unknown_name_error(f"--channel {name}: distribution", tail, CHANNEL_DISTRIBUTIONS)
     if not uri:
         raise ValidationError("--channel", text, "give the channel's URI, e.g. train=s3://bucket/train")
     item["s3_data"] = _absolute(uri, Path.cwd())
@@ -257,8 +282,10 @@ class RunOptions:
     use_spot_instances: bool | None = None
     max_wait: int | None = None
     checkpoint_s3_uri: str | None = None
+    spot_without_checkpoints: bool | None = None
     max_retry_attempts: int | None = None
     backend: str | None = None
+    follow_symlinks: bool | None = None
 
 
 def build_request(target: str, options: RunOptions) -> JobRequest:
@@ -278,6 +305,7 @@ def build_request(target: str, options: RunOptions) -> JobRequest:
         "use_spot_instances": options.use_spot_instances, "max_wait": options.max_wait,
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
         "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
+        "spot_without_checkpoints": options.spot_without_checkpoints, "follow_symlinks": options.follow_symlinks,
     }
     args.update({k: v for k, v in scalars.items() if v is not None})
     if options.hyperparameters:

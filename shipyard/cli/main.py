@@ -53,8 +53,21 @@ class ShipyardGroup(click.Group):
                 _error(str(exc))
                 ctx.exit(1)
             except ShipyardError as exc:
-                _error(str(exc))
+                _error(_in_flags(str(exc)))
                 ctx.exit(2)
+
+
+def _in_flags(message: str) -> str:
+    """An argument named in an error's fix as the SDK spells it, as `run`'s option that sets it."""
+    import re
+
+    field, sep, fix = message.partition(": ")
+    for option in run.params:
+        if isinstance(option, click.Option) and option.name and option.opts[0] == "--" + option.name.replace("_", "-"):
+            name, flag = option.name, option.opts[0]
+            fix = re.sub(rf"\b{name}=True\b", flag, fix)
+            fix = re.sub(rf"(?<!['\w]){name}\b(?![='(-])", f"{name} ({flag})", fix, count=1)  # not 'quoted'
+    return field + sep + fix
 
 
 def _store():
@@ -105,8 +118,12 @@ Examples:
               help="Managed spot training: interruptions restart the job from its checkpoints.")
 @click.option("--max-wait", type=int, help="Spot: seconds of waiting for capacity plus running.")
 @click.option("--checkpoint-s3-uri", help="Where /opt/ml/checkpoints is restored from and synced to.")
+@click.option("--spot-without-checkpoints/--no-spot-without-checkpoints", default=None,
+              help="Spot without --checkpoint-s3-uri: accept restarting from scratch after interruptions.")
 @click.option("--max-retry-attempts", type=int, help="Restarts after platform failures (not script errors).")
 @click.option("--backend", help="Where instances run: local (default, or SHIPYARD_BACKEND) or ray (docs/ray.md).")
+@click.option("--follow-symlinks/--no-follow-symlinks", default=None,
+              help="Upload what links in the source dir that point outside it point to (default: refuse them).")
 @click.option("--detach", is_flag=True, help="Print the job name and return; the job keeps running.")
 @click.option("--dry-run", is_flag=True, help="Print what each instance would run; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")

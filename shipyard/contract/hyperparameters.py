@@ -29,6 +29,23 @@ def _check_key(key: Any) -> None:
         raise ValidationError("hyperparameters", key, "hyperparameter names must be strings")
 
 
+def check_user(hps: Mapping[str, Any]) -> None:
+    """A user's hyperparameters before the SDK adds its own: names that are not the toolkit's, values that
+    reach the script as what they are (NaN and infinity are not JSON, and `--lr nan` is rarely meant)."""
+    for key, value in hps.items():
+        _check_key(key)
+        if key.startswith(SAGEMAKER_PREFIX) or key in RESERVED:
+            raise ValidationError("hyperparameters", key, "sagemaker_* names are the SDK's own: the toolkit "
+                                  "consumes them and the script never sees them; rename it")
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise ValidationError(f"hyperparameters[{key!r}]", value, "must be a finite number: NaN and "
+                                  "infinity are not JSON; pass a string if the script parses one") from None
+        except TypeError:
+            pass  # encode_json names it, encode_str sends str(value)
+
+
 def encode_json(hps: Mapping[str, Any]) -> dict[str, str]:
     """What framework estimators send: `json.dumps` of every value (default separators, as the SDK)."""
     encoded = {}
@@ -38,7 +55,7 @@ def encode_json(hps: Mapping[str, Any]) -> dict[str, str]:
             encoded[key] = json.dumps(value)
         except (TypeError, ValueError) as exc:
             raise ValidationError(
-                f"hyperparameters.{key}", value,
+                f"hyperparameters[{key!r}]", value,
                 f"must be JSON-serialisable (str, number, bool, None, list or dict): {exc}",
             ) from None
     return encoded

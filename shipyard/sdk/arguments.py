@@ -42,6 +42,9 @@ SDK_ARGUMENTS = {
     "enable_sagemaker_metrics": SdkArgument(None, bool),
     "disable_profiler": SdkArgument(False, bool),
     "distribution": SdkArgument(None, Any),  # a strategy name or SageMaker's dict; the SDK validates it
+    # Pack what links in source_dir that point outside it point to (off: such a link is an error, so a
+    # link to ~/.aws or /etc is never uploaded by accident).
+    "follow_symlinks": SdkArgument(False, bool),
 }
 
 HONOURED = frozenset(SPEC_ARGUMENTS) | frozenset(SDK_ARGUMENTS)

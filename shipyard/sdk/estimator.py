@@ -65,7 +65,14 @@ class EstimatorBase:
             raise ValidationError("input_mode", self.input_mode, "only 'File' is supported by shipyard yet")
         if not isinstance(self._hyperparameters, dict):
             raise ValidationError("hyperparameters", self._hyperparameters, "must be a dict")
+        hp.check_user(self._hyperparameters)
         hp.encode_json(self._hyperparameters)  # raises naming a value that is not JSON-serialisable
+        self.container_log_level = _log_level(self.container_log_level)
+        if self.hang_timeout_seconds == 0:
+            import warnings
+
+            warnings.warn("hang_timeout_seconds=0 turns hang detection off: a job whose ranks stop making "
+                          "progress runs until max_run", stacklevel=3)
         from shipyard.spec.catalog import get_instance_type
 
         get_instance_type(self.instance_type)
@@ -95,6 +102,7 @@ class EstimatorBase:
         return encode(self._hyperparameters)
 
     def set_hyperparameters(self, **kwargs: Any) -> None:
+        hp.check_user(kwargs)
         hp.encode_json(kwargs)
         self._hyperparameters.update(kwargs)
 
@@ -125,7 +133,7 @@ class EstimatorBase:
         return generate_job_name(base)
 
     def _output_path(self, store) -> str:
-        return _absolute(self.output_path) if self.output_path else f"file://{store.home / 'output'}"
+        return _absolute(self.output_path, "output_path") if self.output_path else f"file://{store.home / 'output'}"
 
     def _source(self) -> tuple[Path, Path | None, str]:
         """(entry point file, source dir or None, sagemaker_program); checks both exist."""
@@ -136,6 +144,11 @@ class EstimatorBase:
             if not source.is_dir():
                 raise ValidationError("source_dir", self.source_dir, "no such directory")
             entry = source / self.entry_point
+            if Path(self.entry_point).is_absolute():  # SageMaker's is relative to source_dir
+                if not entry.resolve().is_relative_to(source.resolve()):
+                    raise ValidationError("entry_point", self.entry_point, f"is outside source_dir {source}; "
+                                          "give its path relative to source_dir (only source_dir is uploaded)")
+                self.entry_point = str(entry.resolve().relative_to(source.resolve()))
             if not entry.is_file():
                 raise ValidationError("entry_point", self.entry_point, f"no such file in source_dir {source}")
             return entry, source, str(self.entry_point)
@@ -162,7 +175,7 @@ class EstimatorBase:
             for option in ("compression", "instance_groups", "shuffle_config", "attribute_names"):
                 if getattr(item, option):
                     raise ValidationError(f"{field}.{option}", getattr(item, option), "not supported yet; remove it")
-            uri = _absolute(item.s3_data)
+            uri = _absolute(item.s3_data, field)
             _check_uri_exists(field, uri)
             channels.append(build_model(ChannelSpec, field, name=name, uri=uri,
                                       distribution=item.distribution or "FullyReplicated",
@@ -181,13 +194,15 @@ class EstimatorBase:
                 raise ValidationError("dependencies", dependency, "no such directory")
         name = self._job_name(job_name)
         output_path = self._output_path(store)
-        _check_output_path(output_path)
-        if self.checkpoint_s3_uri:
-            _check_output_path(self.checkpoint_s3_uri, "checkpoint_s3_uri")
+        code_location = _absolute(self.code_location, "code_location") if self.code_location else output_path
+        checkpoints = _absolute(self.checkpoint_s3_uri, "checkpoint_s3_uri") if self.checkpoint_s3_uri else None
+        for field, uri in (("output_path", output_path), ("code_location", code_location),
+                           ("checkpoint_s3_uri", checkpoints)):
+            if uri:
+                _check_writable(field, uri)
         from shipyard.storage.uri import join
 
-        code_uri = join(_absolute(self.code_location) if self.code_location else output_path,
-                        name, "source", "sourcedir.tar.gz")
+        code_uri = join(code_location, name, "source", "sourcedir.tar.gz")
         user = {**self._hyperparameters, **self._framework_hyperparameters(name, output_path)}
         encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
         hyperparameters = {
@@ -207,7 +222,7 @@ class EstimatorBase:
             "framework": self.framework, "output_path": output_path,
             "metric_definitions": tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions)),
             "tags": tuple(self.tags),
-            "checkpoint_s3_uri": _absolute(self.checkpoint_s3_uri) if self.checkpoint_s3_uri else None,
+            "checkpoint_s3_uri": checkpoints,
         })
         return spec, (entry, source)
 
@@ -229,7 +244,7 @@ class EstimatorBase:
         spec, (entry, source) = self._spec(inputs, job_name, store)
         submit(store, spec, lambda directory: archive.pack_source(
             directory / "sourcedir.tar.gz", entry.relative_to(source) if source else entry, source,
-            [Path(d) for d in self.dependencies]))
+            [Path(d) for d in self.dependencies], follow_symlinks=bool(self.follow_symlinks)))
         self._current_job_name = spec.job_name
         self.latest_training_job = TrainingJob(spec.job_name, store)
         self.jobs.append(self.latest_training_job)
@@ -278,9 +293,30 @@ def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | Non
     return value
 
 
-def _absolute(uri: str) -> str:
+def _absolute(uri: Any, field: str) -> str:
     """A plain relative path means the caller's directory, wherever the job's processes run."""
-    return uri if "://" in uri else str(Path(uri).expanduser().resolve())
+    from shipyard.storage.uri import check_form, looks_like_uri
+
+    if not isinstance(uri, (str, Path)):
+        raise ValidationError(field, uri, "give a URI (s3://bucket/prefix, file:///path) or a local path")
+    uri = str(uri)
+    try:
+        check_form(uri)
+    except StorageError as exc:
+        raise ValidationError(field, uri, str(exc).removeprefix(f"{uri}: ")) from None
+    return uri if looks_like_uri(uri) else str(Path(uri).expanduser().resolve())
+
+
+def _log_level(value: Any) -> int:
+    """container_log_level as the toolkit takes it: a logging level, given as a number or a name."""
+    import logging
+
+    if isinstance(value, str) and value.upper() in logging.getLevelNamesMapping():
+        return logging.getLevelNamesMapping()[value.upper()]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= logging.CRITICAL:
+        return value
+    raise ValidationError("container_log_level", value, "give a logging level: logging.INFO (20), 'DEBUG', "
+                          "'INFO', 'WARNING', 'ERROR' or 'CRITICAL'")
 
 
 def _metric(index: int, definition: Any) -> MetricDefinition:
@@ -303,13 +339,13 @@ def _check_uri_exists(field: str, uri: str) -> None:
         raise ValidationError(field, uri, "does not exist; check the path or the bucket and prefix")
 
 
-def _check_output_path(output_path: str, field: str = "output_path") -> None:
-    from shipyard.storage import uri as uris
+def _check_writable(field: str, uri: str) -> None:
+    from shipyard.storage.uri import check_writable
 
     try:
-        uris.filesystem(output_path)
+        check_writable(uri)
     except ShipyardError as exc:
-        raise ValidationError(field, output_path, str(exc)) from None
+        raise ValidationError(field, uri, str(exc).removeprefix(f"{uri}: ")) from None
 
 
 class Estimator(EstimatorBase):

@@ -20,6 +20,10 @@ def as_validation_error(exc: pydantic.ValidationError, model: type, field: str =
     path = [str(p) for p in error["loc"]]
     where = ".".join(p for p in (field, *path) if p)
     if isinstance(ours, ValidationError):
+        if ours.field == model.__name__:  # a rule about several fields, raised by the model itself
+            return ValidationError(where or ours.field, ours.value, ours.fix)
+        if path and ours.field.startswith(path[-1]) and ours.field[len(path[-1]):][:1] in ("", "[", "."):
+            where = ".".join(p for p in (field, *path[:-1]) if p)  # the check named its own field already
         return ValidationError(f"{where}.{ours.field}" if where else ours.field, ours.value, ours.fix)
     if error["type"] == "extra_forbidden" and len(path) == 1:
         return unknown_name_error(f"{field or model.__name__} argument", path[0], model.model_fields)

@@ -62,6 +62,12 @@ def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, 
             if key == "mpi":
                 split_mpi_options(options.get("custom_mpi_options", ""))
             enabled[key] = options
+    # One launcher runs a job: with two, only the first in the launchers' order would run (silently).
+    # smdistributed is a library the launcher loads, so it goes with one of them (SageMaker's SMP form).
+    launchers = sorted(k for k in enabled if k != "smdistributed")
+    if len(launchers) > 1:
+        raise ValidationError("distribution", launchers, "a job runs one strategy; enable only one of "
+                              f"{' and '.join(launchers)}")
     return enabled
 
 
@@ -121,8 +127,8 @@ TENSORFLOW_ONLY = ("parameter_server", "multi_worker_mirrored_strategy")
 
 
 def check_tensorflow(enabled: dict[str, dict[str, Any]], framework: str | None, instance_count: int) -> None:
-    """The TF strategies run in TensorFlow jobs only, each on its own; parameter_server needs more than
-    one instance (the toolkit silently runs a single process otherwise)."""
+    """The TF strategies run in TensorFlow jobs only (and, as every strategy, on their own: normalize);
+    parameter_server needs more than one instance (the toolkit silently runs a single process otherwise)."""
     for key in TENSORFLOW_ONLY:
         if key not in enabled:
             continue
@@ -130,9 +136,6 @@ def check_tensorflow(enabled: dict[str, dict[str, Any]], framework: str | None, 
             raise ValidationError(f"distribution.{key}", enabled[key],
                                   "is a TensorFlow strategy; use shipyard.tensorflow.TensorFlow "
                                   "(PyTorch jobs: torch_distributed or mpi)")
-        others = sorted(set(enabled) - {key})
-        if others:
-            raise ValidationError("distribution", sorted(enabled), f"{key} runs on its own; remove {', '.join(others)}")
         if key == "parameter_server" and instance_count < 2:
             raise ValidationError("instance_count", instance_count,
                                   "parameter_server needs instance_count >= 2; add instances or remove the distribution")

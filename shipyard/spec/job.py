@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from shipyard.errors import ValidationError
 from shipyard.settings import default_backend
 from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
@@ -26,6 +27,10 @@ SECONDARY_BY_PRIMARY = {
 }
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# The toolkit turns each key into `--key value`: a key that already starts with '-' or holds whitespace
+# would reach the script as another option (`----x`) or split in two.
+HYPERPARAMETER_KEY_RE = re.compile(r"^[^-\s][^\s]*$")
+MAX_HYPERPARAMETERS = 100
 
 
 class MetricDefinition(UserModel):
@@ -105,7 +110,8 @@ class JobSpec(UserModel):
     spot_simulation: SpotSimulation | None = None
     # Spot without checkpoints restarts from scratch after every interruption: only on explicit request.
     spot_without_checkpoints: bool = False
-    # No training progress on any rank for this long is a hang (0: never); see runtime/heartbeat.py.
+    # No training progress on any rank for this long is a hang (0: never, and the SDK warns); see
+    # runtime/heartbeat.py.
     hang_timeout_seconds: float = Field(default=300.0, ge=0)
     # Debugger and profiler rules evaluated beside the job (shipyard/spec/rules.py).
     rules: tuple[RuleConfig, ...] = ()
@@ -122,13 +128,19 @@ class JobSpec(UserModel):
     @field_validator("hyperparameters")
     @classmethod
     def _hyperparameters(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > 100:
-            raise ValueError(f"{len(value)} hyperparameters; at most 100 are allowed")
+        users = [key for key in value if not key.startswith("sagemaker_")]  # ours are not the user's to count
+        if len(users) > MAX_HYPERPARAMETERS:
+            raise ValidationError("hyperparameters", ..., f"{len(users)} hyperparameters; at most "
+                                  f"{MAX_HYPERPARAMETERS} are allowed (not counting shipyard's sagemaker_* keys)")
         for key, item in value.items():
             if not key or len(key) > 256:
-                raise ValueError(f"hyperparameter name {key!r} must be 1-256 characters")
+                raise ValidationError("hyperparameters", key, "a name must be 1-256 characters")
+            if not HYPERPARAMETER_KEY_RE.match(key):
+                raise ValidationError("hyperparameters", key, "a name must not start with '-' or contain "
+                                      "whitespace (the script gets it as --NAME); use e.g. 'learning_rate'")
             if len(item) > 2500:
-                raise ValueError(f"hyperparameter {key!r} is {len(item)} characters; at most 2500")
+                raise ValidationError(f"hyperparameters[{key!r}]", item,
+                                      f"is {len(item)} characters; at most 2500 are allowed")
         return value
 
     @field_validator("environment")
@@ -139,8 +151,29 @@ class JobSpec(UserModel):
         for key, item in value.items():
             if not ENV_KEY_RE.match(key) or len(key) > 512:
                 raise ValueError(f"environment variable name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
+            if key.startswith("SM_"):
+                raise ValidationError("environment", key, "SM_* variables are the training contract's "
+                                      "(docs/contract.md) and would be overwritten; use another name")
             if len(item) > 512:
                 raise ValueError(f"environment variable {key!r} is longer than 512 characters")
+        return value
+
+    @field_validator("checkpoint_local_path")
+    @classmethod
+    def _checkpoint_local_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValidationError("checkpoint_local_path", value, "must be an absolute path inside the "
+                                  "instance, e.g. /opt/ml/checkpoints (the default)")
+        return value
+
+    @field_validator("metric_definitions")
+    @classmethod
+    def _unique_metrics(cls, value: tuple[MetricDefinition, ...]) -> tuple[MetricDefinition, ...]:
+        names = [m.name for m in value]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValidationError("metric_definitions", repeated, "metric names must be unique (two regexes "
+                                  "would mix their values in one series); rename or remove one")
         return value
 
     @model_validator(mode="after")

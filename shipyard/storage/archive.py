@@ -15,11 +15,21 @@ from shipyard.errors import StorageError, ValidationError
 SKIPPED_NAMES = frozenset({"__pycache__", ".git"})
 
 
-def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset()) -> Iterator[tuple[str, Path]]:
+def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset(),
+          refuse: str | None = None) -> Iterator[tuple[str, Path]]:
     """(archive name, real file) for every file under `top`, symlinks followed.
 
-    With `confine`, links resolving outside it are skipped. A link back to a directory being walked
-    is skipped, so cycles end."""
+    With `confine`, links resolving outside it are skipped, or refused naming the link when `refuse`
+    names the field they came in. A link back to a directory being walked is skipped, so cycles end."""
+
+    def escapes(path: Path, name: str, real: Path) -> bool:
+        if confine is None or not path.is_symlink() or real.is_relative_to(confine):
+            return False
+        if refuse:
+            raise ValidationError(refuse, f"{name} -> {os.readlink(path)}", f"the link points outside {confine}, "
+                                  "so what it points to would be uploaded; copy the file in or remove the link, "
+                                  "or pass follow_symlinks=True to upload it")
+        return True
 
     def walk(directory: Path, prefix: str, chain: frozenset[Path]) -> Iterator[tuple[str, Path]]:
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
@@ -27,7 +37,7 @@ def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset()) -> Ite
                 continue
             path, name = Path(entry.path), prefix + entry.name
             real = path.resolve()
-            if confine is not None and entry.is_symlink() and not real.is_relative_to(confine):
+            if escapes(path, name, real):
                 continue
             if real.is_dir():
                 if real not in chain:
@@ -36,6 +46,8 @@ def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset()) -> Ite
                 yield name, real
 
     real_top = top.resolve()
+    if escapes(top, arc, real_top):
+        return
     if real_top.is_dir():
         yield from walk(top, arc + "/" if arc else "", frozenset({real_top}))
     elif real_top.is_file() and arc:
@@ -84,9 +96,11 @@ def make_tarball(dest: Path, sources: Sequence[Path]) -> int:
 
 
 def pack_source(
-    dest: Path, entry_point: Path, source_dir: Path | None, dependencies: Sequence[Path] = ()
+    dest: Path, entry_point: Path, source_dir: Path | None, dependencies: Sequence[Path] = (),
+    follow_symlinks: bool = False,
 ) -> Path:
-    """sourcedir.tar.gz as the SageMaker SDK builds it (fw_utils.tar_and_upload_dir)."""
+    """sourcedir.tar.gz as the SageMaker SDK builds it (fw_utils.tar_and_upload_dir). A link inside
+    source_dir (or a dependency) that points outside it is an error unless `follow_symlinks`."""
     entry_point = Path(entry_point)
     if source_dir is None:
         if not entry_point.is_file():
@@ -110,8 +124,11 @@ def pack_source(
     files: dict[str, Path] = {}
     for top in tops:
         name = top.resolve().name if top.name in ("", ".", "..") else top.name
+        root = source_dir if source_dir is not None and top.parent == source_dir else top
+        field = "source_dir" if root is source_dir else "dependencies"
         if name not in SKIPPED_NAMES:
-            _merge(files, dict(_walk(top, name, confine=None, skip=SKIPPED_NAMES)))
+            _merge(files, dict(_walk(top, name, confine=None if follow_symlinks or top == entry_point else
+                                     root.resolve(), skip=SKIPPED_NAMES, refuse=field)))
     _write(dest, files)
     return Path(dest)
 

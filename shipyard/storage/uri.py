@@ -5,6 +5,8 @@ fsspec itself is light; s3fs/botocore are imported by fsspec only when an s3:// 
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from typing import TYPE_CHECKING
 
 from shipyard.errors import StorageError
@@ -13,6 +15,11 @@ if TYPE_CHECKING:
     import fsspec
 
 LOCAL_PROTOCOLS = frozenset({"file", "local"})
+# What jobs read and write: S3 (or an endpoint speaking it) and this machine's files. Any other fsspec
+# scheme is refused by name rather than tried (ftp:// would first try to connect).
+PROTOCOLS = frozenset({"s3", "s3a", *LOCAL_PROTOCOLS})
+# `s3:/bucket` or `file:/x`: a scheme with one slash, which would otherwise be read as a relative path.
+_ONE_SLASH = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/(?!/)")
 ENDPOINT_ENV = ("SHIPYARD_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
@@ -27,10 +34,27 @@ def s3_endpoint() -> str | None:
     return next((os.environ[k] for k in ENDPOINT_ENV if os.environ.get(k)), None)
 
 
+def looks_like_uri(text: str) -> bool:
+    """Whether `text` has a scheme (a local path is made absolute, a URI is not), one slash or two."""
+    return "://" in text or bool(_ONE_SLASH.match(text))
+
+
+def check_form(uri: str) -> None:
+    """StorageError for a URI no job can use: an unsupported scheme, or one slash after the scheme."""
+    if _ONE_SLASH.match(uri):
+        scheme, _, rest = uri.partition(":/")
+        rest = f"/{rest}" if scheme in LOCAL_PROTOCOLS else rest  # file:///path: the path keeps its root
+        raise StorageError(f"{uri}: a URI needs two slashes after the scheme; did you mean {scheme}://{rest}?")
+    protocol = _protocol(uri)
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise StorageError(f"{uri}: the scheme {protocol}:// is not supported; use s3://, file:// or a local path")
+
+
 def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem that handles `uri` and the path of `uri` on it (absolute for local paths)."""
     from fsspec.core import url_to_fs
 
+    check_form(uri)
     protocol = _protocol(uri)
     kwargs: dict = {}
     if protocol in ("s3", "s3a"):
@@ -75,3 +99,25 @@ def exists(uri: str) -> bool:
         return fs.exists(path)
     except OSError as exc:
         raise StorageError(f"could not check {uri}: {exc}") from exc
+
+
+def check_writable(uri: str) -> None:
+    """StorageError unless a job could write under `uri`, found before the job starts rather than as
+    upload warnings in the middle of it. Local: the nearest existing ancestor is a writable directory
+    (nothing is created). S3: an empty object written and deleted under the prefix."""
+    fs, path = filesystem(uri)
+    if is_local(uri):
+        existing = path
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise StorageError(f"{uri}: {existing} is a file, so nothing can be written under it")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise StorageError(f"{uri}: {existing} is not writable by this user")
+        return
+    probe = f"{path.rstrip('/')}/.shipyard-write-check-{uuid.uuid4().hex}"
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except Exception as exc:  # botocore's and s3fs's errors have no common base to name
+        raise StorageError(f"{uri}: cannot write there ({type(exc).__name__}: {exc})") from None

@@ -32,7 +32,7 @@ def test_encode_json_is_json_dumps_of_each_value():
 def test_encode_json_refuses_a_value_json_cannot_hold():
     with pytest.raises(ValidationError) as info:
         encode_json({"ok": 1, "bad": object()})
-    assert info.value.field == "hyperparameters.bad"
+    assert info.value.field == "hyperparameters['bad']"
     assert isinstance(info.value, ValueError)
     with pytest.raises(ValidationError):
         encode_json({"s": {1, 2}})

@@ -22,9 +22,9 @@ MWMS = {"multi_worker_mirrored_strategy": {"enabled": True}}
     (Estimator, {"instance_count": 2, "distribution": MWMS}, "distribution.multi_worker_mirrored_strategy",
      "TensorFlow strategy"),
     (TensorFlow, {"instance_count": 2, "distribution": {**PS, **MWMS}}, "distribution",
-     "parameter_server runs on its own; remove multi_worker_mirrored_strategy"),
+     "a job runs one strategy; enable only one of multi_worker_mirrored_strategy and parameter_server"),
     (TensorFlow, {"instance_count": 2, "distribution": {**MWMS, "mpi": {"enabled": True}}}, "distribution",
-     "runs on its own; remove mpi"),
+     "a job runs one strategy; enable only one of mpi and multi_worker_mirrored_strategy"),
     (TensorFlow, {"instance_count": 2, "distribution": {"parameter_server": {"enabled": True, "workers": 2}}},
      "distribution.parameter_server", "unknown name; use one of enabled"),
 ])

@@ -62,6 +62,7 @@ def test_defaults_are_the_spec_s(tmp_path, monkeypatch):
 def test_only_sdk_arguments_and_spec_fields_are_honoured():
     assert HONOURED == set(SPEC_ARGUMENTS) | {
         "entry_point", "source_dir", "dependencies", "hyperparameters", "input_mode", "base_job_name",
-        "code_location", "container_log_level", "enable_sagemaker_metrics", "disable_profiler", "distribution"}
+        "code_location", "container_log_level", "enable_sagemaker_metrics", "disable_profiler", "distribution",
+        "follow_symlinks"}
     with pytest.raises(ValidationError, match="did you mean 'job_name'|unknown"):
         Estimator(entry_point="train.py", job_name="x")  # fit()'s, not the estimator's

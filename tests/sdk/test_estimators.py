@@ -69,7 +69,7 @@ def test_disabled_strategy_emits_nothing(src):
      ("s3://mine/m", None, "s3://mine/m"), (False, None, None)],
 )
 def test_tensorflow_model_dir(src, model_dir, output_path, expected, monkeypatch):
-    monkeypatch.setattr("shipyard.sdk.estimator._check_output_path", lambda path: None)
+    monkeypatch.setattr("shipyard.sdk.estimator._check_writable", lambda field, uri: None)  # no S3 here
     est = TensorFlow(entry_point="train.py", source_dir=str(src), model_dir=model_dir, output_path=output_path)
     hps = _hps(est)
     assert (json.loads(hps["model_dir"]) if "model_dir" in hps else None) == expected

@@ -75,7 +75,7 @@ def test_unknown_instance_type(script):
 
 
 def test_not_json_serialisable_hyperparameter(script):
-    with pytest.raises(ValidationError, match="hyperparameters.model"):
+    with pytest.raises(ValidationError, match=r"hyperparameters\['model'\]"):
         PyTorch(entry_point="train.py", source_dir=str(script), hyperparameters={"model": object()})
 
 

@@ -88,9 +88,10 @@ def test_pack_source_dir_entries_at_root_with_dependencies(tmp_path):
     write(src / ".git/HEAD", "junk")
     write(src / "requirements.txt", "numpy")
     write(tmp_path / "shared/data.txt", "outside")
-    (src / "linked").symlink_to(tmp_path / "shared")  # the SDK follows links, even outside
+    (src / "linked").symlink_to(tmp_path / "shared")  # followed when asked (refused otherwise: below)
     write(tmp_path / "deps/mylib/__init__.py", "lib")
-    dest = pack_source(tmp_path / "out/sourcedir.tar.gz", Path("train.py"), src, [tmp_path / "deps/mylib"])
+    dest = pack_source(tmp_path / "out/sourcedir.tar.gz", Path("train.py"), src, [tmp_path / "deps/mylib"],
+                       follow_symlinks=True)
     assert dest == tmp_path / "out/sourcedir.tar.gz"
     assert contents(dest) == {
         "linked/data.txt": "outside",
@@ -99,6 +100,27 @@ def test_pack_source_dir_entries_at_root_with_dependencies(tmp_path):
         "requirements.txt": "numpy",
         "train.py": "main",
     }
+
+
+def test_pack_source_refuses_a_link_out_of_source_dir_or_a_dependency(tmp_path):
+    src, dep = tmp_path / "src", tmp_path / "deps/mylib"
+    write(src / "train.py", "main")
+    write(tmp_path / "secret", "token")
+    write(dep / "__init__.py", "lib")
+    (src / "pkg").mkdir()
+    (src / "pkg/inside.py").symlink_to(src / "train.py")  # stays inside: packed
+    (dep / "link").symlink_to(tmp_path / "secret")
+    dest = tmp_path / "out.tar.gz"
+    with pytest.raises(ValidationError, match=r"^dependencies='mylib/link -> .*secret': the link points outside"):
+        pack_source(dest, Path("train.py"), src, [dep])
+    (dep / "link").unlink()
+    (src / "pkg/deep").symlink_to(tmp_path)
+    with pytest.raises(ValidationError, match=r"^source_dir='pkg/deep -> "):
+        pack_source(dest, Path("train.py"), src, [dep])
+    (src / "pkg/deep").unlink()
+    assert contents(pack_source(dest, Path("train.py"), src, [dep])) == {
+        "mylib/__init__.py": "lib", "pkg/inside.py": "main", "train.py": "main"}
+    assert not (tmp_path / "out.tar.gz.tmp").exists()
 
 
 def test_pack_source_keeps_exec_bit(tmp_path):

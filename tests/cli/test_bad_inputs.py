@@ -1,0 +1,81 @@
+"""The bad inputs of the hardening review (issue 14) through `shipyard run`: each is `error: ...` naming
+the field (or the option), the value and the fix, exit 2, no traceback, no job. The same inputs through
+the SDK: tests/sdk/test_bad_inputs.py; the catalogue: docs/bad-inputs.md."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from shipyard.cli.main import cli
+from shipyard.store import Store
+
+# (id, a job.yaml's extra lines or None, run's options, the error, as a regex)
+REFUSED = [
+    ("hyperparameter-dashes", None, ["--hp", "--x=1"], r"job.hyperparameters='--x': a name must not start with '-'"),
+    ("hyperparameter-space", None, ["--hp", "my key=1"], r"'my key': a name must not .* contain whitespace"),
+    ("hyperparameter-reserved", None, ["--hp", "sagemaker_program=x.py"], r"hyperparameters='sagemaker_program': sagemaker_\*"),
+    ("hyperparameter-nan-in-file", "hyperparameters:\n  lr: .nan\n", [], r"hyperparameters\['lr'\]=nan: must be a finite number"),
+    ("hyperparameters-not-a-mapping", "hyperparameters: [1, 2]\n", [], r"job.yaml: hyperparameters"),
+    ("environment-contract", None, ["--env", "SM_MODEL_DIR=/x"], r"'SM_MODEL_DIR': SM_\* variables are the training contract's"),
+    ("log-level", "container_log_level: LOUD\n", [], r"container_log_level='LOUD': give a logging level"),
+    ("two-strategies", "distribution:\n  torch_distributed: {enabled: true}\n  mpi: {enabled: true}\n", [],
+     r"distribution=\['mpi', 'torch_distributed'\]: a job runs one strategy"),
+    ("metric-twice", "metric_definitions:\n  - {Name: loss, Regex: 'a=(.+)'}\n  - {Name: loss, Regex: 'b=(.+)'}\n", [],
+     r"metric_definitions=\['loss'\]: metric names must be unique"),
+    ("checkpoint-local-relative", "checkpoint_local_path: ckpts\n", [], r"checkpoint_local_path='ckpts': must be an absolute path"),
+    ("channel-twice", "inputs:\n  train: /tmp\n  train: /etc\n", [], r"job.yaml: key='train': given twice \(line 4\)"),
+    ("channel-mode-misspelt", None, ["--channel", "train=/tmp:Sharded"],
+     r"--channel train: distribution='Sharded': unknown name; did you mean 'ShardedByS3Key'\?"),
+    ("output-one-slash", None, ["--output-path", "s3:/bucket/x"], r"output_path='s3:/bucket/x': .*did you mean s3://bucket/x\?"),
+    ("output-ftp", None, ["--output-path", "ftp://x/y"], r"output_path='ftp://x/y': the scheme ftp:// is not supported"),
+    ("checkpoint-ftp", None, ["--checkpoint-s3-uri", "ftp://x/y"], r"checkpoint_s3_uri='ftp://x/y': the scheme ftp://"),
+    ("spot-without-checkpoints", None, ["--use-spot-instances", "--max-wait", "100", "--max-run", "10"],
+     r"set checkpoint_s3_uri, or --spot-without-checkpoints to accept that"),
+    ("local-capacity", None, ["--instance-count", "1000"], r"1000 x local: this machine runs at most \d+ instances"),
+]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("file, options, message", [pytest.param(f, o, m, id=i) for i, f, o, m in REFUSED])
+def test_refused_with_the_field_and_the_fix(runner, home, project, file, options, message):
+    target = "train.py"
+    if file is not None:
+        (project / "job.yaml").write_text("framework_version: '2.13'\nentry_point: train.py\n" + file)
+        target = "job.yaml"
+    result = runner.invoke(cli, ["run", target, *options])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and re.search(message, result.stderr), result.stderr
+    assert "Traceback" not in result.output
+    assert not (home / "shipyard.db").exists() or Store(home).list_jobs() == []
+
+
+def test_the_flags_the_fixes_name_exist(runner, home, project, tmp_path):
+    """What the errors tell a CLI user to pass is accepted: --spot-without-checkpoints, --follow-symlinks."""
+    spot = runner.invoke(cli, ["run", "train.py", "--use-spot-instances", "--max-wait", "100", "--max-run", "10",
+                               "--spot-without-checkpoints", "--dry-run"])
+    assert spot.exit_code == 0, spot.output
+    (tmp_path / "secret").write_text("token\n")
+    (project / "src").mkdir()
+    (project / "src" / "train.py").write_text("print('hi')\n")
+    os.symlink(tmp_path / "secret", project / "src" / "secret")
+    refused = runner.invoke(cli, ["run", "train.py", "--source-dir", "src", "--detach"])
+    assert refused.exit_code == 2 and "error: source_dir='secret -> " in refused.stderr, refused.output
+    followed = runner.invoke(cli, ["run", "train.py", "--source-dir", "src", "--follow-symlinks", "--detach",
+                                   "--job-name", "followed"])
+    assert followed.exit_code == 0, followed.output
+    Store(home).request_stop("followed")
+
+
+def test_hang_timeout_zero_is_a_warning(runner, home, project):
+    (project / "job.yaml").write_text("entry_point: train.py\nhang_timeout_seconds: 0\n")
+    result = runner.invoke(cli, ["run", "job.yaml", "--dry-run"])
+    assert result.exit_code == 0 and "warning: hang_timeout_seconds=0 turns hang detection off" in result.stderr

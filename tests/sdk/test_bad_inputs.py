@@ -15,14 +15,6 @@ from shipyard.pytorch import PyTorch
 from shipyard.store import Store
 
 
-@pytest.fixture
-def script(tmp_path):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "train.py").write_text("print('hi')\n")
-    return source
-
-
 def _estimator(script, **arguments):
     return PyTorch(**{"entry_point": "train.py", "source_dir": str(script), "framework_version": "2.13",
                       "py_version": "py311", **arguments})

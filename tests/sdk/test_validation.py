@@ -11,14 +11,6 @@ from shipyard.pytorch import PyTorch
 from shipyard.store import Store
 
 
-@pytest.fixture
-def script(tmp_path):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "train.py").write_text("print('hi')\n")
-    return source
-
-
 def _nothing_happened(home):
     assert Store(home).list_jobs() == []
     assert not (home / "output").exists()

@@ -43,8 +43,9 @@ def test_every_registry_of_shipyard_loads_every_built_in():
     from shipyard.runtime.agent import SERVICES
     from shipyard.runtime.launchers import REGISTRY as launchers
     from shipyard.spec.rules import RULES as rules
+    from shipyard.spec.tuning import STRATEGIES as tuning_strategies
 
-    for table in (backends, FRAMEWORKS, watchers, strategies, *rules.values(), SERVICES,
+    for table in (backends, FRAMEWORKS, watchers, strategies, *rules.values(), SERVICES, tuning_strategies,
                   launchers):
         assert isinstance(table, registry.Registry)
         for name in table:

@@ -400,6 +400,7 @@ def script_environment(
     child["PYTHONUNBUFFERED"] = "TRUE"  # as SageMaker's containers set it; lines stay whole regardless
     child["SHIPYARD_LINE_BUFFERED"] = "1"
     child["SHIPYARD_INSTANCE_DIR"] = config.instance_dir  # where launchers' helpers meet (mpi.rendezvous)
+    child["SHIPYARD_BIND_ADDRESS"] = config.host_addresses[config.host]  # where its servers listen (runtime.bind)
     if config.heartbeat_dir:
         child["SHIPYARD_HEARTBEAT_DIR"] = config.heartbeat_dir
     for name in SERVICES:

@@ -81,6 +81,12 @@ def _leave_cleanly() -> None:
     import io
     import os
 
+    mpi = sys.modules.get("mpi4py.MPI")  # mpi4py finalizes at the C level, which os._exit skips
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            mpi.Finalize()  # else mpirun fails the job: "exited without calling finalize"
+    except Exception:
+        return
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,22 @@ def test_a_process_that_made_a_gloo_group_ends_with_its_true_status(tmp_path, en
     assert "the script's own handler ran" in done.stdout and out.read_text() == "written, never closed"
     if "bad config" in ending:
         assert "bad config" in done.stderr
+
+
+def test_a_clean_exit_finalizes_mpi_for_mpirun(tmp_path):
+    """A rank that uses mpi4py and gloo and ends cleanly: os._exit would skip mpi4py's MPI_Finalize, and
+    mpirun would fail the run ('exited without calling finalize')."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("OpenMPI's mpirun is not installed (make setup installs it)")
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_INSTANCE_DIR": str(tmp_path)}
+    script = ("from mpi4py import MPI\nimport torch.distributed as dist\n"
+              "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n"
+              "print('rank', MPI.COMM_WORLD.Get_rank(), flush=True)\n")
+    done = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable, "-c", script],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and sorted(done.stdout.split("\n")) == ["", "rank 0", "rank 1"], done.stdout + done.stderr
+    assert "finalize" not in done.stderr.lower()
 
 
 def test_processes_without_a_rank_do_not_beat(tmp_path):

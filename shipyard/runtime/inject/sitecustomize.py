@@ -8,6 +8,7 @@ changes to the script:
 - marks the first read of a restored checkpoint (shipyard.runtime.resume_check);
 - saves tensors when the job asks for debugging (shipyard.runtime.debugger.hook);
 - records step times when the job asks for framework profiling (shipyard.runtime.profiler.steps);
+- keeps torch's store servers on the instance's own address, not every interface (shipyard.runtime.bind);
 - ends a process that used gloo without the interpreter's teardown aborting it: the group destroyed
   at exit, a clean finish left with os._exit(0) (shipyard.runtime.process_group_exit).
 
@@ -34,6 +35,7 @@ for _variable, _module, _what in (
     ("SHIPYARD_HEARTBEAT_DIR", "shipyard.runtime.heartbeat", "heartbeat"),
     ("SMDEBUG_CONFIG_FILE_PATH", "shipyard.runtime.debugger.hook", "debugger hook"),
     ("SHIPYARD_PROFILER_DIR", "shipyard.runtime.profiler.steps", "step profiling"),
+    ("SHIPYARD_BIND_ADDRESS", "shipyard.runtime.bind", "store address binding"),
 ):
     if os.environ.get(_variable):
         try:

@@ -15,6 +15,8 @@ done. Only the leader's exit code carries the script's status; workers exit 0 on
 
 Where we differ from the toolkit, and why:
 - btl `self,vader,tcp` and `lo` for both interfaces: instances are loopback addresses on one machine.
+  That picks the addresses OpenMPI connects to; it still listens on the wildcard ones, which no
+  parameter changes (docs/contract.md, "Network listeners").
 - Per-instance variables (SM_CURRENT_HOST, SM_TRAINING_ENV, ...) are not `-x`-exported: the toolkit's
   export gives every rank the leader's values, here each rank sees its own instance's. The
   LD_PRELOAD gethostname shim is not needed (the sandbox's host name already is algo-N), and

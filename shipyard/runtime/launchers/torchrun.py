@@ -3,9 +3,16 @@ node_rank from the host's place in distribution_hosts, the leader's address and 
 
 Two deliberate differences from the toolkit: the port is the job's own (several jobs share this
 machine's network, so a fixed 7777 would collide), and it is passed for one node too (torchrun's
-default 29500 would collide the same way)."""
+default 29500 would collide the same way).
+
+Where each process listens (docs/contract.md, "Network listeners"): the rendezvous store on the leader's
+address (shipyard.runtime.bind), gloo where the host name resolves. In a sandbox that name is the
+instance's own; outside one it is this machine's, which may resolve to an outside address, so instances
+on loopback addresses give gloo their interface instead (GLOO_SOCKET_IFNAME, as NCCL_SOCKET_IFNAME)."""
 
 from __future__ import annotations
+
+import ipaddress
 
 from shipyard.errors import ValidationError
 from shipyard.runtime.launchers.base import LaunchContext, LaunchPlan, processes_per_host
@@ -35,15 +42,22 @@ class TorchDistributed:
             entry, *env.user_args,
         ]
         iface = env.network_interface_name
-        return LaunchPlan(
-            argv=argv,
-            env={
-                "MASTER_ADDR": master,
-                "MASTER_PORT": str(ctx.master_port),
-                "NCCL_SOCKET_IFNAME": iface,
-                "NCCL_PROTO": "simple",
-            },
-        )
+        plan_env = {
+            "MASTER_ADDR": master,
+            "MASTER_PORT": str(ctx.master_port),
+            "NCCL_SOCKET_IFNAME": iface,
+            "NCCL_PROTO": "simple",
+        }
+        if not ctx.sandboxed and _is_loopback(ctx.host_addresses[env.current_host]):
+            plan_env["GLOO_SOCKET_IFNAME"] = iface
+        return LaunchPlan(argv=argv, env=plan_env)
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a Ray node's placeholder before placement
+        return False
 
 
 class PyTorchDDP(TorchDistributed):

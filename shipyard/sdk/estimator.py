@@ -98,8 +98,12 @@ class EstimatorBase:
 
     # -- SageMaker surface -------------------------------------------------------------------
     def hyperparameters(self) -> dict[str, str]:
-        encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
-        return encode(self._hyperparameters)
+        return self._encode(self._hyperparameters)
+
+    def _encode(self, values: dict[str, Any]) -> dict[str, str]:
+        """Hyperparameters as this estimator sends them: JSON for framework estimators (and any with a
+        source_dir), str() for the generic one without, as SageMaker's SDK."""
+        return (hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str)(values)
 
     def set_hyperparameters(self, **kwargs: Any) -> None:
         hp.check_user(kwargs)
@@ -204,9 +208,8 @@ class EstimatorBase:
 
         code_uri = join(code_location, name, "source", "sourcedir.tar.gz")
         user = {**self._hyperparameters, **self._framework_hyperparameters(name, output_path)}
-        encode = hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str
         hyperparameters = {
-            **encode(user),
+            **self._encode(user),
             **hp.encode_json({
                 "sagemaker_program": program,
                 "sagemaker_submit_directory": code_uri,

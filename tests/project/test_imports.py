@@ -22,7 +22,7 @@ def test_the_in_process_parts_load_no_sdk_rules_or_pydantic():
     assert loaded.strip() == "[]"
 
 
-@pytest.mark.parametrize("package", ["shipyard", "shipyard.debugger", "shipyard.profiler"])
+@pytest.mark.parametrize("package", ["shipyard", "shipyard.debugger", "shipyard.profiler", "shipyard.tuner"])
 def test_every_public_name_resolves(package):
     module = importlib.import_module(package)
     for name in module.__all__:

@@ -128,6 +128,7 @@ class LocalBackend:
         """Pure: what would run for every instance, given the resources each gets. Every attempt gets
         fresh instances (a restarted instance starts from scratch, its checkpoints restored)."""
         problem = sandbox.bwrap_problem()
+        machine = sandbox.machine() if problem is None else None
         hosts = spec.hosts
         addresses = {host: sandbox.host_address(i) for i, host in enumerate(hosts, start=1)}
         plans = []
@@ -159,7 +160,8 @@ class LocalBackend:
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             if problem is None:
-                argv = sandbox.wrap(argv, ml_dir=instance_dir / "ml", hosts=instance_dir / "hosts", hostname=host)
+                argv = sandbox.wrap(argv, config, job_dir=self.job_dir, hosts=instance_dir / "hosts",
+                                    machine=machine)
             plans.append(InstancePlan(host, argv, config, instance_dir, problem))
         return plans
 
@@ -168,6 +170,8 @@ class LocalBackend:
         for path in (plan.config.log_path, plan.config.events_path):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         plan.hosts_path.write_text(sandbox.hosts_file(plan.config.host_addresses))
+        if plan.sandbox_problem is None:
+            sandbox.make_writable(plan.config, self.job_dir)
         plan.config.write(plan.config_path)
 
     def start(self, plan: InstancePlan) -> Instance:

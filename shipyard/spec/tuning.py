@@ -38,36 +38,37 @@ def _scaling(name: str, value: str) -> str:
     return value
 
 
-class ContinuousRange(UserModel):
-    kind: Literal["continuous"] = "continuous"
+class _NumericRange(UserModel):
     name: str
-    min_value: float
-    max_value: float
     scaling_type: str = "Auto"
 
     @model_validator(mode="after")
-    def _valid(self) -> ContinuousRange:
+    def _valid(self):
         _check_bounds(self)
+        self._check_scaling()
+        return self
+
+
+class ContinuousRange(_NumericRange):
+    kind: Literal["continuous"] = "continuous"
+    min_value: float
+    max_value: float
+
+    def _check_scaling(self) -> None:
         if self.scaling_type == "ReverseLogarithmic" and not (0 <= self.min_value and self.max_value < 1):
             raise ValidationError(f"hyperparameter_ranges[{self.name!r}]", (self.min_value, self.max_value),
                                   "ReverseLogarithmic needs 0 <= min_value <= max_value < 1")
-        return self
 
 
-class IntegerRange(UserModel):
+class IntegerRange(_NumericRange):
     kind: Literal["integer"] = "integer"
-    name: str
     min_value: int
     max_value: int
-    scaling_type: str = "Auto"
 
-    @model_validator(mode="after")
-    def _valid(self) -> IntegerRange:
-        _check_bounds(self)
+    def _check_scaling(self) -> None:
         if self.scaling_type == "ReverseLogarithmic":
             raise ValidationError(f"hyperparameter_ranges[{self.name!r}].scaling_type", self.scaling_type,
                                   "ReverseLogarithmic is for continuous ranges only; use Linear or Logarithmic")
-        return self
 
 
 class CategoricalRange(UserModel):
@@ -79,7 +80,7 @@ class CategoricalRange(UserModel):
 Range = Annotated[Union[ContinuousRange, IntegerRange, CategoricalRange], Field(discriminator="kind")]
 
 
-def _check_bounds(r: ContinuousRange | IntegerRange) -> None:
+def _check_bounds(r: _NumericRange) -> None:
     field = f"hyperparameter_ranges[{r.name!r}]"
     _scaling(r.name, r.scaling_type)
     if not (math.isfinite(r.min_value) and math.isfinite(r.max_value)):

@@ -46,8 +46,8 @@ def test_plan_places_one_instance_per_node_and_runs_the_agent_in_the_sandbox(hom
         assert plan.cpus_from_node is False and plan.config.num_cpus == 4   # the type's size, not this machine's
         agent = [sys.executable, "-m", "shipyard.runtime.agent", str(node_dir / "instances" / host / "agent.json")]
         if sandbox.bwrap_problem() is None:
-            assert plan.argv == sandbox.wrap(agent, ml_dir=node_dir / "instances" / host / "ml",
-                                             hosts=node_dir / "instances" / host / "hosts", hostname=host)
+            assert plan.argv == sandbox.wrap(agent, plan.node.config, job_dir=node_dir,
+                                             hosts=node_dir / "instances" / host / "hosts", machine=sandbox.machine())
             assert plan.node.config.base == "/opt/ml"
         else:
             assert plan.argv == agent

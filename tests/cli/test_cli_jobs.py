@@ -77,11 +77,15 @@ def test_failed_job_exits_1(shipyard, tmp_path):
 
 
 def test_detached_job_keeps_running_and_wait_returns_0(shipyard, tmp_path, home):
-    go = tmp_path / "go"   # the job waits for it, so it is surely running when the CLI has exited
+    # The job waits for `go`, so it is surely running when the CLI has exited. The instance sees it in a
+    # local channel's directory (bound read-only, live); nothing else of the host's /tmp.
+    (tmp_path / "signals").mkdir()
+    go = tmp_path / "signals" / "go"
     (tmp_path / "train.py").write_text(f'import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\n'
                                        'print("slept", flush=True)\n')
     started = time.monotonic()
-    done = shipyard("run", "train.py", "--detach", "--base-job-name", "cli-detach")
+    done = shipyard("run", "train.py", "--detach", "--base-job-name", "cli-detach", "--channel",
+                    f"signals={tmp_path / 'signals'}")
     assert time.monotonic() - started < 20
     name = done.stdout.strip()
     assert name.startswith("cli-detach-")

@@ -70,7 +70,9 @@ def test_failure_names_the_cause_not_the_peer_whose_collective_broke(home, tmp_p
     later for a reason of its own, is the one named."""
     source = _source(tmp_path, {"train.py": """
         import os, time
-        ready = os.environ["READY_FILE"]  # both scripts run before either fails (instances start apart)
+        # Both scripts run before either fails (instances start apart); they meet in the job's directory,
+        # the one place of this machine both instances' sandboxes share.
+        ready = os.path.join(os.environ["SHIPYARD_INSTANCE_DIR"], "..", "..", "ready")
         if os.environ["SM_CURRENT_HOST"] == "algo-1":
             while not os.path.exists(ready):
                 time.sleep(0.05)
@@ -80,7 +82,7 @@ def test_failure_names_the_cause_not_the_peer_whose_collective_broke(home, tmp_p
         raise MemoryError("the cause, on purpose")
     """})
     with pytest.raises(UnexpectedStatusError) as failure:
-        _estimator(source, instance_count=2, environment={"READY_FILE": str(tmp_path / "ready")}).fit(logs=False)
+        _estimator(source, instance_count=2).fit(logs=False)
     reason = failure.value.reason
     assert reason.startswith("AlgorithmError: algo-2: ExecuteUserScriptError") and "the cause, on purpose" in reason
 

@@ -437,10 +437,12 @@ def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(ho
         open(path, "wb").write(b"b" * 4_000_000)  # the next one, whose upload the interruption cuts off
         time.sleep(300)
     """))
-    go = tmp_path / "go"
+    signals = tmp_path / "signals"  # a local channel: the instance sees its directory, live and read-only
+    signals.mkdir()
+    go = signals / "go"
     est = _spot(source, f"{bucket}/job", max_run=300, max_wait=600, interruption_notice_seconds=2,
                 environment={"GO_FILE": str(go)})
-    est.fit(wait=False)
+    est.fit({"signals": f"file://{signals}"}, wait=False)
     job = est.latest_training_job
     first = b"a" * 1_000_000
 
@@ -498,10 +500,12 @@ def test_checkpoint_endpoint_down_for_a_while_then_back(home, tmp_path, s3, s3_s
                 print(f"checkpoint {step}", flush=True)
             time.sleep(0.1)
     """))
-    stop_file = tmp_path / "stop"
+    signals = tmp_path / "signals"  # a local channel: the instance sees its directory, live and read-only
+    signals.mkdir()
+    stop_file = signals / "stop"
     est = Estimator(entry_point="train.py", source_dir=str(source), checkpoint_s3_uri=f"{bucket}/job",
                     environment={"STOP_FILE": str(stop_file)}, stop_grace_seconds=5)
-    est.fit(wait=False)
+    est.fit({"signals": f"file://{signals}"}, wait=False)
     job = est.latest_training_job
     store = Store()
     log = store.log_path(job.name, "algo-1")

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import shipyard.runtime
-from shipyard.backends import sandbox
 from shipyard.backends.resources import MachineResources
 from shipyard.contract import hyperparameters as hp
 from shipyard.contract.config import resource_config
@@ -44,18 +43,6 @@ def _spec(flags: dict, count: int = 2) -> JobSpec:
                                         "sagemaker_submit_directory": "file:///code/sourcedir.tar.gz", **flags}),
         instance_count=count, output_path="file:///out",
     )
-
-
-@pytest.fixture(params=["sandbox", "plain"])
-def mode(request, monkeypatch):
-    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
-    if request.param == "plain":
-        monkeypatch.setenv("SHIPYARD_SANDBOX", "off")
-    elif sandbox.bwrap_problem():
-        pytest.skip(f"no sandbox here: {sandbox.bwrap_problem()}")
-    else:
-        monkeypatch.delenv("SHIPYARD_SANDBOX", raising=False)
-    return request.param
 
 
 @pytest.mark.parametrize("launcher", list(FLAGS))

@@ -31,17 +31,6 @@ def _spec(distribution: dict | None = None, entry: str = "train.py", count: int 
     )
 
 
-@pytest.fixture(params=["sandbox", "plain"])
-def mode(request, monkeypatch):
-    if request.param == "plain":
-        monkeypatch.setenv("SHIPYARD_SANDBOX", "off")
-    elif sandbox.bwrap_problem():
-        pytest.skip(f"no sandbox here: {sandbox.bwrap_problem()}")
-    else:
-        monkeypatch.delenv("SHIPYARD_SANDBOX", raising=False)
-    return request.param
-
-
 def test_torchrun_plan_per_instance(tmp_path, mode):
     spec = _spec({"sagemaker_torch_distributed_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2},
                  epochs=3, lr=0.01)

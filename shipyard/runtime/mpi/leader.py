@@ -1,9 +1,9 @@
 """The leader instance's part in an `mpi` job: `python -m shipyard.runtime.mpi.leader mpirun ...` runs the
 launcher's mpirun command (the toolkit's MasterRunner, without sshd) and
 
-- gives it a private temporary directory (OpenMPI's session directories and shared-memory files): the
-  sandboxes share /tmp and /dev/shm, and mpirun's job id comes from its host name and PID, both the same
-  in every job's leader sandbox, so concurrent jobs would otherwise use the same files;
+- gives it a private temporary directory (OpenMPI's session directories and shared-memory files): a
+  sandbox's own /tmp already is, but instances without a sandbox share this machine's, and mpirun's job
+  id comes from its host name and PID, so concurrent jobs could otherwise use the same files;
 - relays its output to this host's log with the toolkit's `[1,mpirank:R,algo-K]` tags (mpi.output);
 - on failure writes /opt/ml/output/failure naming the rank and host that failed first;
 - tells every worker that mpirun is done (mpi.rendezvous), so their instances exit;

@@ -1,6 +1,6 @@
 """Where the leader's mpirun and the workers meet: files in `<job dir>/mpi/<session>/`, which every
-instance sandbox sees at the same path (the sandboxes bind this machine's whole file system, and give
-each instance a private /opt/ml only). The session is the attempt's rendezvous port, so a later attempt
+instance sandbox sees at the same path (the sandbox binds the job's own directory read-write,
+backends/sandbox.py). The session is the attempt's rendezvous port, so a later attempt
 never reads an earlier one's requests.
 
     <host>/<id>.json     mpi.rsh -> that host's mpi.worker: start this command (the `orted` mpirun wants)

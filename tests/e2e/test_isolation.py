@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -51,8 +52,10 @@ def test_each_instance_sees_a_container_file_system(home, tmp_path, monkeypatch)
         seen = {m.name.removesuffix(".json"): json.loads(tar.extractfile(m).read()) for m in tar.getmembers()
                 if m.isfile()}
     assert sorted(seen) == ["algo-1", "algo-2"]
-    real_tmp = tmp_path.resolve()
-    own_in_tmp = [real_tmp.parts[2]] if real_tmp.is_relative_to("/tmp") else []
+    # What is bound into /tmp on purpose: the way to this test's files, and to the Python environment
+    # when it lives there (a checkout in /tmp with its .venv, as on a fresh clone).
+    bound = {path.resolve() for path in (tmp_path, Path(sys.prefix))}
+    own_in_tmp = sorted({path.parts[2] for path in bound if path.is_relative_to("/tmp")})
     for host, record in seen.items():
         assert record["hostname"] == host
         # A read-only system, and a read-only view of the local input.

@@ -50,6 +50,7 @@ class Instance(Protocol):
 class Backend(Protocol):
     name: str
     plan_type: type
+    queued: bool   # its jobs wait in shipyard's capacity queue (store/queue.py) until their instances fit
 
     def instance_resources(self, spec: JobSpec, machine: MachineResources | None) -> list[InstanceResources]:
         """Each instance's share of what it runs on."""

@@ -72,7 +72,7 @@ class Instance:
     def location(self) -> str:
         return f"pid {self.process.pid}"
 
-    waiting_for = None   # this machine's capacity was checked when the job was planned
+    waiting_for = None   # the job waited for this machine's capacity before its instances started
     lost_reason = None   # the machine running it is the controller's own
 
     def poll(self) -> int | None:
@@ -113,6 +113,7 @@ class Instance:
 class LocalBackend:
     name = "local"
     plan_type = InstancePlan
+    queued = True   # instances share this machine: a job waits until they fit beside the others'
 
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir

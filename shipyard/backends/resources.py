@@ -10,10 +10,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard import settings
 from shipyard.errors import CapacityError, ValidationError
-from shipyard.spec.catalog import InstanceType
+
+if TYPE_CHECKING:  # the catalog loads pydantic; a controller waiting in the queue reads side_by_side only
+    from shipyard.spec.catalog import InstanceType
 
 # MemTotal is a few percent below the nominal RAM (the kernel keeps some), and so is a real ml.* instance's;
 # without slack a 16 GiB machine could not run one 16 GiB instance.

@@ -2,6 +2,8 @@
 job keeps running when the client that submitted it exits. It is a state machine stepped one transition
 at a time (`step()`), its states and their transitions named once in TRANSITIONS:
 
+    QUEUED -> RUNNING                                   its instances fit on this machine (store/queue.py)
+           -> STOPPED                                   stopped while it waited: no instance, no attempt
     RUNNING -> UPLOADING -> COMPLETED                   every instance exited 0
             -> FAILING -> FAILED                         the script failed, a hang, a platform failure
             -> STOPPING -> STOPPED                       stop, a rule's StopTraining, max_run, max_wait
@@ -16,7 +18,9 @@ happens (an exception here is a Failed job with the reason, never a job left InP
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import json
 import os
 import subprocess
@@ -30,6 +34,8 @@ from shipyard.control.decisions import Complete, Decision, Fail, Interrupt, Retr
 from shipyard.settings import shipyard_home
 
 POLL_SECONDS = 0.1
+QUEUE_POLL_SECONDS = 0.3    # how often a job waiting for capacity asks again
+LIVENESS_SECONDS = 2.0      # how often it checks that the jobs it waits behind still have a controller
 # When one instance failed, the others are usually stuck in a collective: give them little time.
 FAILURE_GRACE_SECONDS = 10.0
 # An instance whose error only says a peer went away failed because another one did (its collective
@@ -40,6 +46,7 @@ WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what
 
 
 class State(enum.Enum):
+    QUEUED = "queued"              # waiting for this machine's capacity; each step asks the queue once
     RUNNING = "running"            # an attempt's instances run; each step polls them once
     INTERRUPTED = "interrupted"    # spot capacity went; waiting for it to come back
     RESTARTING = "restarting"      # starting the next attempt
@@ -56,6 +63,7 @@ class State(enum.Enum):
 
 
 TRANSITIONS: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.QUEUED, State.RUNNING, State.STOPPED}),
     State.RUNNING: frozenset({State.RUNNING, State.UPLOADING, State.FAILING, State.STOPPING,
                               State.INTERRUPTED, State.RESTARTING}),
     State.INTERRUPTED: frozenset({State.INTERRUPTED, State.RESTARTING, State.STOPPING}),
@@ -67,11 +75,14 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.FAILED: frozenset(),
     State.STOPPED: frozenset(),
 }
+# How long run() waits before the next step from each state (the others step on at once).
+PAUSES = {State.QUEUED: QUEUE_POLL_SECONDS, State.RUNNING: POLL_SECONDS, State.INTERRUPTED: POLL_SECONDS}
 
 
 class JobController:
-    """Runs the plan the submitting client wrote (control/planning.py). Instances are started before
-    anything heavy is imported: the store and metric machinery load while the instances boot.
+    """Runs the plan the submitting client wrote (control/planning.py), once the capacity queue admits the
+    job (re-planned if it had to wait: the ports chosen at submit may be taken by then). While it waits
+    it loads nothing heavy (no pydantic); the metric machinery loads while the instances boot.
 
     A job is one or more attempts: a spot interruption or a platform failure with retries left ends
     the attempt and, capacity and `max_wait` permitting, starts the next with fresh instances whose
@@ -84,7 +95,13 @@ class JobController:
         self.backend = backend
         self.job_dir = home / "jobs" / name
         self.store = None
-        self.state = State.RUNNING
+        self.state = State.QUEUED
+        self.queue = None
+        self.detected = None     # this machine, whose capacity the queue shares out
+        self.machine = None      # what the instances are planned on: this machine, the GPUs the queue handed out
+        self.queued_since: float | None = None   # set when the job had to wait
+        self.queue_message = ""
+        self.last_liveness = 0.0
         self.instances: list = []
         self.scrapers: list = []
         self.readers: dict = {}
@@ -98,10 +115,8 @@ class JobController:
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self.start()
             while not self.state.terminal:
-                if self.step() in (State.RUNNING, State.INTERRUPTED):
-                    time.sleep(POLL_SECONDS)
+                time.sleep(PAUSES.get(self.step(), 0))
         except Exception as exc:
             self._open_store()
             self.store.add_event(self.name, "error", traceback.format_exc())
@@ -111,18 +126,18 @@ class JobController:
             self._kill_all()
 
     def start(self) -> None:
-        """Start the first attempt's instances (or, taking over, the next attempt's): then RUNNING."""
+        """Start the first attempt's instances (or, taking over, the next attempt's)."""
         from shipyard.control.metrics import LogScraper
         from shipyard.control.planning import PLAN_FILE
         from shipyard.control.spot import SpotSimulator
         from shipyard.control.watchers import start_watchers
 
+        self._open_store()
         if self.continuing:
-            self._open_store()
             self._start_instances(self._take_over())
         else:
-            self._start_instances(json.loads((self.job_dir / PLAN_FILE).read_text()))
-            self._open_store()
+            plan = json.loads((self.job_dir / PLAN_FILE).read_text())
+            self._start_instances(self._plan_attempt()[0] if self._stale(plan) else plan)
         record = self.store.get_job(self.name)
         self.first_started_at = record.training_start_time or self.started_at
         if record.training_start_time is None:
@@ -140,9 +155,9 @@ class JobController:
     def step(self) -> State:
         """One transition from the current state; returns the new one."""
         handler = {
-            State.RUNNING: self._step_running, State.INTERRUPTED: self._step_interrupted,
-            State.RESTARTING: self._step_restarting, State.UPLOADING: self._step_ending,
-            State.FAILING: self._step_ending, State.STOPPING: self._step_ending,
+            State.QUEUED: self._step_queued, State.RUNNING: self._step_running,
+            State.INTERRUPTED: self._step_interrupted, State.RESTARTING: self._step_restarting,
+            State.UPLOADING: self._step_ending, State.FAILING: self._step_ending, State.STOPPING: self._step_ending,
         }[self.state]
         following = handler()
         if following not in TRANSITIONS[self.state]:
@@ -172,7 +187,18 @@ class JobController:
             from shipyard.store import Store
 
             self.store = Store(self.home)
-            self.spec = self.store.get_job(self.name).spec
+
+    @functools.cached_property
+    def spec(self):
+        return self.store.get_job(self.name).spec
+
+    def _stale(self, plan: dict) -> bool:
+        """The plan written at submit stands unless the job waited (a port chosen then may be taken now)
+        or the queue handed it other GPUs than the plan's (another job holds those)."""
+        if self.queued_since is not None:
+            return True
+        return self.machine is not None and self.machine.gpus != tuple(
+            gpu for item in plan["instances"] for gpu in item["config"]["gpu_ids"])
 
     def _take_over(self) -> dict:
         """Continue a job whose controller died: its instances died with it, so the next attempt starts
@@ -202,6 +228,48 @@ class JobController:
                         else EventReader(Path(i.plan.config.events_path)) for i in self.instances}
         self.last_hang_check = 0.0
         self.interrupt_at = self.spot.interruption_after(self.attempt)
+
+    # -- QUEUED: wait until the instances fit ----------------------------------------------------
+    def _step_queued(self) -> State:
+        """Ask the capacity queue (store/queue.py) once; start the instances when it admits the job."""
+        from shipyard.backends.resources import detect, side_by_side
+        from shipyard.store.queue import CapacityQueue, Wait
+
+        self._open_store()
+        if reason := self.store.stop_requested(self.name):
+            self.store.transition(self.name, "Stopping", "Stopping", reason)
+            self._finish("Stopped", "Stopped", message=reason)
+            return State.STOPPED
+        if self.queue is None:
+            self.queue, self.detected = CapacityQueue(self.store), detect()
+        decision = self.queue.admit(self.name, side_by_side(self.detected), self.detected.gpus)
+        if isinstance(decision, Wait):
+            self.queued_since = self.queued_since or time.monotonic()
+            if decision.message != self.queue_message:
+                self.queue_message = decision.message
+                self.store.transition(self.name, "InProgress", "Starting", decision.message)
+            self._reconcile_dead(decision.blockers)
+            return State.QUEUED
+        if decision is not None:  # None: not queued (a backend that queues by itself)
+            self.machine = dataclasses.replace(self.detected, gpus=decision.gpus)
+        if self.queued_since is not None:
+            waited = time.monotonic() - self.queued_since
+            self.store.transition(self.name, "InProgress", "Starting",
+                                  f"Waited {waited:.1f} s for capacity; starting the instances")
+        self.start()
+        return State.RUNNING
+
+    def _reconcile_dead(self, blockers: tuple) -> None:
+        """A job ahead whose controller died would hold its capacity or its place forever: whoever waits
+        behind it reconciles it (control/reconcile.py: a new controller continues it, or it ends)."""
+        if time.monotonic() - self.last_liveness < LIVENESS_SECONDS:
+            return
+        from shipyard.control.reconcile import controller_alive, reconcile
+
+        self.last_liveness = time.monotonic()
+        for entry in blockers:
+            if not controller_alive(entry):
+                reconcile(self.store, entry.job)
 
     # -- RUNNING: watch the attempt, decide, act ------------------------------------------------
     def _step_running(self) -> State:
@@ -243,8 +311,8 @@ class JobController:
             return self._failure(self._first_cause())
         if len(self.exit_codes) == len(self.instances):
             return Complete()
-        if self.store.stop_requested(self.name):
-            return Stop("Stopped", "Stop requested")
+        if reason := self.store.stop_requested(self.name):
+            return Stop("Stopped", reason)
         if stop := self._watchers_ask_to_stop():
             return stop
         elapsed = time.monotonic() - self.attempt_clock
@@ -378,8 +446,8 @@ class JobController:
     def _step_interrupted(self) -> State:
         from shipyard.control.policies import max_wait_spent
 
-        if self.store.stop_requested(self.name):
-            return self._stopping(Stop("Stopped", "Stop requested"))
+        if reason := self.store.stop_requested(self.name):
+            return self._stopping(Stop("Stopped", reason))
         if stop := max_wait_spent(self.spec, time.time() - self.first_started_at):
             return self._stopping(stop)
         return State.RESTARTING if time.monotonic() >= self.capacity_back else State.INTERRUPTED
@@ -426,7 +494,7 @@ class JobController:
         from shipyard.control.planning import plan_job, write_plan
 
         kept = {i.host for i in keep}
-        launches = [launch for launch in plan_job(self.spec, self.job_dir, attempt=self.attempt)
+        launches = [launch for launch in plan_job(self.spec, self.job_dir, self.machine, attempt=self.attempt)
                     if launch.instance.host not in kept]
         plan = write_plan(self.spec, self.job_dir, launches)
         port = launches[0].instance.config.master_port
@@ -454,21 +522,22 @@ class JobController:
         finish_all(self.watchers, self.store, self.name)
         self._upload()
         if self.state is State.UPLOADING:
-            self._finish("Completed", "Completed", None)
+            self._finish("Completed", "Completed")
             return State.COMPLETED
         if self.state is State.FAILING:
             self._finish("Failed", "Failed", self.ending.reason)
             return State.FAILED
-        self._finish("Stopped", self.ending.secondary, None)
+        self._finish("Stopped", self.ending.secondary, message=self.ending.message)
         return State.STOPPED
 
-    def _finish(self, status: str, secondary: str, reason: str | None) -> None:
+    def _finish(self, status: str, secondary: str, reason: str | None = None, message: str = "") -> None:
+        """The final status; a failure's `reason` is recorded, its first line the message."""
         from shipyard.control.failures import MAX_FAILURE_REASON
 
         if reason:
             self.store.update_job(self.name, failure_reason=reason[:MAX_FAILURE_REASON])
         self.store.update_job(self.name, training_end_time=time.time())
-        self.store.transition(self.name, status, secondary, reason.splitlines()[0] if reason else "")
+        self.store.transition(self.name, status, secondary, reason.splitlines()[0] if reason else message)
 
     def _shutdown(self, grace: float, instances: list | None = None) -> None:
         """SIGTERM, the grace period, then SIGKILL: whatever the script saves in time is kept."""
@@ -512,25 +581,30 @@ class JobController:
         self.store.update_job(self.name, **uploaded)
 
 
-def spawn(store, name: str, continuing: bool = False) -> int:
-    """Start the job's controller as a detached process (its own session, no terminal), record its
-    pid, and return it. Its own output goes to the job's controller.log. `continuing`: take over a
-    job whose controller died (control/reconcile.py)."""
-    job_dir = store.job_dir(name)
-    job_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SHIPYARD_HOME": str(store.home)}
-    with open(job_dir / "controller.log", "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "shipyard.control.controller", name, *(["--continue"] if continuing else [])],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
-            close_fds=True,
-        )
+def detached(module_args: list[str], log_path: Path, home: Path) -> tuple[int, float]:
+    """Start `python -m MODULE ARGS...` detached (its own session, no terminal), its output appended to
+    log_path; returns its pid and start time, which the caller records so a reused pid is never taken
+    for it. Reaped if this client outlives it, so a finished one is never mistaken for a live zombie."""
     import psutil
 
-    store.update_job(name, controller_pid=process.pid, controller_started=psutil.Process(process.pid).create_time())
-    # Reap it if this client outlives it, so a finished controller is never mistaken for a live zombie.
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", *module_args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            env={**os.environ, "SHIPYARD_HOME": str(home)}, start_new_session=True, close_fds=True,
+        )
     threading.Thread(target=process.wait, daemon=True).start()
-    return process.pid
+    return process.pid, psutil.Process(process.pid).create_time()
+
+
+def spawn(store, name: str, continuing: bool = False) -> int:
+    """Start the job's controller, record its pid, and return it. Its own output goes to the job's
+    controller.log. `continuing`: take over a job whose controller died (control/reconcile.py)."""
+    job_dir = store.job_dir(name)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    pid, started = detached(["shipyard.control.controller", name, *(["--continue"] if continuing else [])],
+                            job_dir / "controller.log", store.home)
+    store.update_job(name, controller_pid=pid, controller_started=started)
+    return pid
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,11 +18,14 @@ from pathlib import Path
 import psutil
 
 from shipyard.store import JobRecord, Store
+from shipyard.store.queue import Entry
 
 SPAWN_WINDOW_SECONDS = 60
 
 
-def controller_alive(record: JobRecord) -> bool:
+def controller_alive(record: JobRecord | Entry) -> bool:
+    """Whether the job's controller runs. A queue entry (store/queue.py) carries the same fields, so a job
+    waiting for capacity checks those it waits behind without parsing their specs."""
     if record.controller_pid is None:
         # Created but not yet handed to its controller: the submitting client is about to spawn it.
         return time.time() - record.creation_time < SPAWN_WINDOW_SECONDS
@@ -37,8 +40,9 @@ def controller_alive(record: JobRecord) -> bool:
 
 
 @contextmanager
-def _decider(job_dir: Path):
-    """Yields whether this process holds the job's reconcile lock (another one may be deciding)."""
+def decider(job_dir: Path):
+    """Yields whether this process holds the reconcile lock of a job (or tuning job) directory (another
+    process may be deciding)."""
     job_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(job_dir / "reconcile.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -56,7 +60,7 @@ def reconcile(store: Store, name: str) -> JobRecord:
     record = store.get_job(name)
     if record.terminal or controller_alive(record):
         return record
-    with _decider(store.job_dir(name)) as deciding:
+    with decider(store.job_dir(name)) as deciding:
         # Re-read under the lock: the controller may have finished, or another process taken over.
         record = store.get_job(name)
         if deciding and not record.terminal and not controller_alive(record):
@@ -87,10 +91,10 @@ def _take_over(store: Store, record: JobRecord) -> None:
     attempts = store.attempts(name)
     if attempts and attempts[-1]["end_time"] is None:
         store.update_attempt(name, attempts[-1]["number"], end_time=time.time(), outcome="Failed", reason=reason)
-    if store.stop_requested(name):  # what the user asked for has happened: nothing runs any more
+    if stop := store.stop_requested(name):  # what the user asked for has happened: nothing runs any more
         store.add_event(name, "warning", reason)
         store.update_job(name, training_end_time=time.time())
-        store.transition(name, "Stopped", "Stopped", "Stop requested; " + reason.split(": ", 1)[1])
+        store.transition(name, "Stopped", "Stopped", f"{stop}; " + reason.split(": ", 1)[1])
     elif may_retry(store, name, record.spec.max_retry_attempts):
         store.add_event(name, "warning", reason)
         store.transition(name, "InProgress", "Starting", record_retry(store, name, reason))

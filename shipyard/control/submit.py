@@ -1,8 +1,9 @@
 """Submitting a job: the one path `fit()`, `shipyard run` (through fit()) and the server take. What can
 be checked is checked before anything is written: the name is free and the instances can be planned
-here (CapacityError otherwise). Then the code is uploaded, the job recorded, its instances laid out and
-its controller started; a failure after the job is recorded leaves it Failed with the reason, never
-InProgress with no controller."""
+here (CapacityError otherwise: a job that could never fit). Then the code is uploaded, the job recorded
+and put in the capacity queue (store/queue.py, for a backend whose jobs share this machine), its instances
+laid out and its controller started; a failure after the job is recorded leaves it Failed with the reason
+(which also takes it out of the queue), never InProgress with no controller."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from shipyard.backends import REGISTRY
 from shipyard.control.controller import spawn
 from shipyard.control.planning import plan_job, write_plan
 from shipyard.errors import ConflictError
 from shipyard.spec.job import JobSpec
+from shipyard.store.queue import CapacityQueue
 
 
 def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> None:
@@ -29,6 +32,9 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> 
             transfer.upload_file(pack(Path(tmp)), spec.source_uri)
     store.create_job(spec)
     try:
+        if REGISTRY.load(spec.backend).queued:
+            gpus = sum(len(launch.instance.config.gpu_ids) for launch in launches)
+            CapacityQueue(store).enqueue(spec.job_name, len(launches), gpus)
         write_plan(spec, store.job_dir(spec.job_name), launches)
         spawn(store, spec.job_name)
     except Exception as exc:

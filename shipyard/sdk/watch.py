@@ -62,13 +62,17 @@ def watch(store, name: str, show_logs: bool = True, console: Console | None = No
 
     console = console or log_console()
     log_tails = tails(store, name)
-    seen_transitions, seen_event = 0, 0
+    seen_transitions, seen_event, shown = 0, 0, None
     last_progress: dict[str, float] = {}
     while True:
         record = reconcile(store, name)
         # Status changes and events interleaved in the order they happened.
-        updates = [(t.start_time, 0, t) for t in record.transitions[seen_transitions:]]
-        seen_transitions += len(updates)
+        fresh = record.transitions[seen_transitions:]
+        if not fresh and record.transitions and record.transitions[-1].message != shown:
+            fresh = record.transitions[-1:]  # news of the same step (its place in the capacity queue)
+        updates = [(t.start_time, 0, t) for t in fresh]
+        seen_transitions = len(record.transitions)
+        shown = record.transitions[-1].message if record.transitions else None
         events = store.events(name, after=seen_event)
         if events:
             seen_event = events[-1]["id"]

@@ -18,14 +18,6 @@ from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.debugger import DebuggerHookConfig
 from shipyard.spec.rules import RuleConfig, check_rules
 
-SECONDARY_BY_PRIMARY = {
-    "InProgress": ("Starting", "Pending", "Downloading", "Training", "Interrupted", "Uploading"),
-    "Completed": ("Completed",),
-    "Failed": ("Failed",),
-    "Stopping": ("Stopping",),
-    "Stopped": ("Stopped", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"),
-}
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # The toolkit turns each key into `--key value`: a key that already starts with '-' or holds whitespace
 # would reach the script as another option (`----x`) or split in two.

@@ -1,6 +1,7 @@
 """SQLite store. Every write is one transaction, so a crash of the writing process (the controller,
 a CLI) leaves each record either before or after the change, never half-written; WAL lets readers
-(`shipyard jobs describe`, a waiting `fit()`) read while the controller writes."""
+(`shipyard jobs describe`, a waiting `fit()`) read while the controller writes. Loading it loads no
+pydantic (a job's spec is parsed when a record is read), so a controller waiting for capacity stays small."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard.errors import ConflictError, NotFoundError, closest
 from shipyard.settings import shipyard_home
-from shipyard.spec.job import TERMINAL_STATUSES, JobSpec
+from shipyard.spec.statuses import TERMINAL_STATUSES
+
+if TYPE_CHECKING:
+    from shipyard.spec.job import JobSpec
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -79,6 +84,14 @@ CREATE TABLE IF NOT EXISTS rule_statuses (
     PRIMARY KEY (job, kind, rule)
 );
 """
+# Columns added since their table was first released (CREATE TABLE above stays as released): a database
+# made before one gets it when it is opened.
+ADDED_COLUMNS = (("jobs", "stop_reason", "TEXT"),)
+# Read by name, not `SELECT *`: the table grows (ADDED_COLUMNS), `_record` takes these.
+JOB_COLUMNS = ("name, spec, status, secondary_status, failure_reason, creation_time, last_modified_time, "
+               "training_start_time, training_end_time, model_artifacts, output_artifacts, controller_pid, "
+               "controller_started, stop_requested")
+STOP_REQUESTED = "Stop requested"   # the reason of a stop asked for without one
 
 
 @dataclass(frozen=True)
@@ -126,10 +139,23 @@ class Store:
         self.home = Path(home).expanduser() if home else shipyard_home()
         self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / "shipyard.db"
-        db = sqlite3.connect(self.path, timeout=30)
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)  # CREATE ... IF NOT EXISTS: safe from many processes at once
+            if _missing_columns(db):
+                db.execute("BEGIN IMMEDIATE")  # another process may be adding them right now
+                for table, column, declaration in _missing_columns(db):
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def create_tables(self, schema: str) -> None:
+        """A module's own tables in this database (the queue's, the tuning jobs'), made when missing."""
+        db = sqlite3.connect(self.path, timeout=30)
+        try:
+            db.executescript(schema)  # CREATE ... IF NOT EXISTS: safe from many processes at once
         finally:
             db.close()
 
@@ -182,7 +208,7 @@ class Store:
 
     def get_job(self, name: str) -> JobRecord:
         with self._tx() as db:
-            row = db.execute("SELECT * FROM jobs WHERE name=?", (name,)).fetchone()
+            row = db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE name=?", (name,)).fetchone()
             if row is None:
                 names = [r[0] for r in db.execute("SELECT name FROM jobs")]
                 guess = closest(name, names)
@@ -194,7 +220,7 @@ class Store:
             return _record(row, transitions)
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
-        query, args = "SELECT * FROM jobs", []
+        query, args = f"SELECT {JOB_COLUMNS} FROM jobs", []
         if status:
             query, args = query + " WHERE status=?", [status]
         query += " ORDER BY creation_time DESC"
@@ -204,8 +230,10 @@ class Store:
             return [_record(row, ()) for row in db.execute(query, args).fetchall()]
 
     def transition(self, name: str, status: str, secondary: str, message: str = "") -> bool:
-        """Move a job to (status, secondary). A job in a terminal status never moves again, so a late
-        writer cannot overwrite a true final state; returns whether the move happened."""
+        """Move a job to (status, secondary): a new transition when the secondary status changes, else
+        the current one's message becomes `message` (news of the same step: a place in the queue). A job
+        in a terminal status never moves again, so a late writer cannot overwrite a true final state;
+        returns whether the move happened."""
         now = time.time()
         with self._tx() as db:
             row = db.execute("SELECT status, secondary_status FROM jobs WHERE name=?", (name,)).fetchone()
@@ -225,6 +253,9 @@ class Store:
                     "INSERT INTO transitions (job, seq, status, start_time, end_time, message) VALUES (?, ?, ?, ?, ?, ?)",
                     (name, seq + 1, secondary, now, end, message),
                 )
+            else:
+                db.execute("UPDATE transitions SET message=? WHERE job=? AND seq=(SELECT MAX(seq) FROM transitions"
+                           " WHERE job=?)", (message, name, name))
         return True
 
     def update_job(self, name: str, **fields: object) -> None:
@@ -238,12 +269,14 @@ class Store:
                 (*fields.values(), time.time(), name),
             )
 
-    def request_stop(self, name: str) -> bool:
+    def request_stop(self, name: str, reason: str | None = None) -> bool:
+        """Ask the job's controller to stop it; `reason` (the first one given) becomes the message of its
+        Stopping and Stopped transitions. Returns whether the job was still running."""
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE jobs SET stop_requested=1, last_modified_time=? WHERE name=? AND status NOT IN"
-                " ('Completed', 'Failed', 'Stopped')",
-                (time.time(), name),
+                "UPDATE jobs SET stop_requested=1, stop_reason=COALESCE(stop_reason, ?), last_modified_time=?"
+                f" WHERE name=? AND status NOT IN ({', '.join('?' * len(TERMINAL_STATUSES))})",
+                (reason, time.time(), name, *TERMINAL_STATUSES),
             )
             return cur.rowcount > 0
 
@@ -263,10 +296,11 @@ class Store:
                 return row[0]
         return None
 
-    def stop_requested(self, name: str) -> bool:
+    def stop_requested(self, name: str) -> str | None:
+        """Why the job was asked to stop (STOP_REQUESTED when no reason was given); None if it was not."""
         with self._tx() as db:
-            row = db.execute("SELECT stop_requested FROM jobs WHERE name=?", (name,)).fetchone()
-        return bool(row and row[0])
+            row = db.execute("SELECT stop_requested, stop_reason FROM jobs WHERE name=?", (name,)).fetchone()
+        return (row[1] or STOP_REQUESTED) if row and row[0] else None
 
     # -- attempts: a spot restart or a retry is a new attempt of the same job -------------------
     def start_attempt(self, name: str, start_time: float) -> int:
@@ -347,9 +381,16 @@ class Store:
         return [{"name": r[0], "host": r[1], "ts": r[2], "value": r[3]} for r in rows]
 
 
+def _missing_columns(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    return [(table, column, declaration) for table, column, declaration in ADDED_COLUMNS
+            if column not in {info[1] for info in db.execute(f"PRAGMA table_info({table})")}]
+
+
 def _record(row: tuple, transitions: tuple | list) -> JobRecord:
+    from shipyard.spec.job import JobSpec
+
     (name, spec, status, secondary, reason, created, modified, start, end, model, output,
-     pid, pid_started, stop, _interrupt) = row
+     pid, pid_started, stop) = row
     return JobRecord(
         spec=JobSpec.model_validate(json.loads(spec)),
         status=status,

@@ -135,6 +135,18 @@ def test_dry_run_human_output(runner, home, tmp_path, monkeypatch):
     assert runner.invoke(cli, ["run", "train.py", "--json"]).exit_code == 2  # --json needs --dry-run
 
 
+def test_list_shows_each_waiting_job_s_place_in_the_queue(runner, home):
+    from shipyard.store.queue import CapacityQueue
+
+    for name in ("holder", "second", "third"):
+        queue = CapacityQueue(_job(home, name))
+        queue.enqueue(name, 2, 0)
+    queue.admit("holder", 2, ())
+    rows = {line.split()[0]: line for line in runner.invoke(cli, ["jobs", "list"]).stdout.splitlines()[1:]}
+    assert "Starting (1st in queue)" in rows["second"] and "Starting (2nd in queue)" in rows["third"]
+    assert "queue" not in rows["holder"]
+
+
 def test_list_describe_and_stop_on_store_records(runner, home):
     store = _job(home, "done-1", status="Completed")
     _job(home, "running-1")

@@ -5,19 +5,26 @@ artifacts). Each test checks the states the controller went through and what the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
+from unittest import mock
 
+import psutil
 import pytest
 
 from shipyard.backends.local import LocalBackend
-from shipyard.control import policies
+from shipyard.backends import local, resources
+from shipyard.backends.resources import MachineResources
+from shipyard.control import planning, policies
+from shipyard.control import submit as submitting
 from shipyard.control.controller import TRANSITIONS, JobController, State
 from shipyard.control.decisions import Fail, Interrupt, Retry, Stop
 from shipyard.control.failures import classify
-from shipyard.control.planning import plan_job, write_plan
 from shipyard.spec.job import JobSpec
 from shipyard.store import Store
+from shipyard.store.queue import CapacityQueue
 
 
 class FakeControl:
@@ -85,20 +92,25 @@ def _event(path: str, **event) -> None:
         f.write(json.dumps(event) + "\n")
 
 
+def _submit(store: Store, tmp_path: Path, name: str = "job", **fields) -> None:
+    """Submit a job as fit() does (recorded, queued, laid out), without starting its controller."""
+    spec = JobSpec(job_name=name, instance_count=2, output_path=f"file://{tmp_path / 'out'}",
+                   stop_grace_seconds=1, hyperparameters=SCRIPT, **fields)
+    with mock.patch.object(submitting, "spawn", lambda store, name: None):
+        submitting.submit(store, spec)
+
+
 @pytest.fixture
 def job(home, tmp_path):
-    """make(**spec fields) -> (controller, backend), the job submitted as fit() submits it."""
+    """make(**spec fields) -> (controller, backend), the job submitted as fit() submits it and admitted
+    (nothing else holds this machine)."""
 
     def make(**fields) -> tuple[JobController, FakeBackend]:
         store = Store(home)
-        spec = JobSpec(job_name="job", instance_count=2, output_path=f"file://{tmp_path / 'out'}",
-                       stop_grace_seconds=1, hyperparameters=SCRIPT, **fields)
-        store.create_job(spec)
-        job_dir = store.job_dir("job")
-        write_plan(spec, job_dir, plan_job(spec, job_dir))
-        backend = FakeBackend(job_dir)
+        _submit(store, tmp_path, **fields)
+        backend = FakeBackend(store.job_dir("job"))
         controller = JobController(home, "job", backend=backend)
-        controller.start()
+        assert controller.step() is State.RUNNING
         return controller, backend
 
     return make
@@ -146,14 +158,17 @@ def test_the_failure_named_is_the_cause_not_the_peer_whose_collective_broke(job)
     assert [a["outcome"] for a in controller.store.attempts("job")] == ["Failed"]
 
 
-def test_a_stop_request_terminates_the_instances_and_ends_stopped(job):
+@pytest.mark.parametrize("reason, message", [(None, "Stop requested"),
+                                             ("Early stopping: worse than the median", None)])
+def test_a_stop_request_terminates_the_instances_and_ends_stopped_saying_why(job, reason, message):
     controller, backend = job()
-    controller.store.request_stop("job")
+    controller.store.request_stop("job", reason)
     assert _steps(controller, State.STOPPED) == [State.STOPPING, State.STOPPED]
     assert all(i.terminated for i in backend.started)
     record = controller.store.get_job("job")
     assert (record.status, record.secondary_status) == ("Stopped", "Stopped")
-    assert _secondaries(controller.store)[-2:] == ["Stopping", "Stopped"]
+    said = message or reason
+    assert [(t.status, t.message) for t in record.transitions][-2:] == [("Stopping", said), ("Stopped", said)]
 
 
 def test_max_run_counts_the_attempt_s_running_time(job):
@@ -207,10 +222,88 @@ def test_stop_while_waiting_for_capacity(job, tmp_path):
     assert [a["outcome"] for a in controller.store.attempts("job")] == ["Interrupted"]
 
 
+# -- the capacity queue: waiting, then running -------------------------------------------------------
+@pytest.fixture
+def full(home, tmp_path, monkeypatch):
+    """This machine runs 2 instances and job 'first' (2 instances; a sleeping process plays its controller)
+    holds them; 'job' is submitted behind it. Yields (controller of 'job', its backend)."""
+    monkeypatch.setenv("SHIPYARD_LOCAL_MAX_INSTANCES", "2")
+    store = Store(home)
+    _submit(store, tmp_path, name="first")
+    holder = subprocess.Popen(["sleep", "600"])
+    store.update_job("first", controller_pid=holder.pid, controller_started=psutil.Process(holder.pid).create_time())
+    assert CapacityQueue(store).admit("first", 2, ()) is not None
+    _submit(store, tmp_path)
+    backend = FakeBackend(store.job_dir("job"))
+    yield JobController(home, "job", backend=backend), backend
+    holder.kill()
+    holder.wait()
+
+
+def test_a_job_waits_for_capacity_then_starts_on_a_fresh_plan(full, monkeypatch):
+    controller, backend = full
+    assert [controller.step(), controller.step()] == [State.QUEUED, State.QUEUED]
+    store = controller.store
+    record = store.get_job("job")
+    assert (record.status, record.secondary_status) == ("InProgress", "Starting")
+    assert [(t.status, t.message) for t in record.transitions] == [
+        ("Starting", "Waiting for capacity: 1st in the queue; needs 2 instances, 2 of 2 in use")]
+    assert backend.started == [] and store.attempts("job") == []
+    # The port the submitting client chose may be taken by now: the attempt gets a fresh one (below the range
+    # the submit drew from, so it cannot be that one again by chance).
+    monkeypatch.setattr(planning, "free_port", lambda span=1: planning.JOB_PORTS_FROM - 1)
+    store.transition("first", "Completed", "Completed")   # its capacity is released
+    assert controller.step() is State.RUNNING
+    assert {i.plan.config.master_port for i in backend.started} == {planning.JOB_PORTS_FROM - 1}
+    assert len(backend.started) == 2 and len(store.attempts("job")) == 1
+    waited = store.get_job("job").transitions[-1].message
+    assert waited.startswith("Waited ") and waited.endswith(" s for capacity; starting the instances")
+
+
+def test_a_job_stopped_while_it_waits_ends_stopped_without_an_instance_or_an_attempt(full):
+    controller, backend = full
+    assert controller.step() is State.QUEUED
+    controller.store.request_stop("job", "Early stopping: worse than the median")
+    assert controller.step() is State.STOPPED
+    assert backend.started == [] and controller.store.attempts("job") == []
+    record = controller.store.get_job("job")
+    assert [(t.status, t.message) for t in record.transitions][-2:] == [
+        ("Stopping", "Early stopping: worse than the median"), ("Stopped", "Early stopping: worse than the median")]
+    assert record.training_end_time is not None
+    assert CapacityQueue(controller.store).waiting() == []
+
+
+def test_a_holder_whose_controller_died_is_reconciled_by_the_job_waiting_behind_it(full):
+    controller, backend = full
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    Store(controller.home).update_job("first", controller_pid=dead.pid, controller_started=None)
+    assert controller.step() is State.QUEUED   # it notices: 'first' (no retry left) ends Failed
+    first = controller.store.get_job("first")
+    assert first.status == "Failed" and "controller (pid" in first.failure_reason
+    assert controller.step() is State.RUNNING and len(backend.started) == 2
+
+
+def test_jobs_on_a_gpu_machine_are_planned_on_the_gpus_the_queue_handed_them(home, tmp_path, monkeypatch):
+    """Both jobs are planned at submit on GPUs 0 and 1 (the machine's first); the second runs on 2 and 3."""
+    gpu_box = MachineResources(vcpus=32, memory_gib=256.0, gpus=("0", "1", "2", "3"))
+    monkeypatch.setattr(resources, "detect", lambda: gpu_box)
+    monkeypatch.setattr(local, "detect", lambda: gpu_box)
+    store = Store(home)
+    gpus = {}
+    for name in ("first", "second"):
+        _submit(store, tmp_path, name=name, instance_type="ml.g5.xlarge")
+        backend = FakeBackend(store.job_dir(name))
+        assert JobController(home, name, backend=backend).step() is State.RUNNING
+        gpus[name] = [i.plan.config.gpu_ids for i in backend.started]
+    assert gpus == {"first": [("0",), ("1",)], "second": [("2",), ("3",)]}
+
+
 def test_every_state_has_its_transitions_and_the_ends_have_none():
     assert set(TRANSITIONS) == set(State)
     assert {s for s in State if s.terminal} == {State.COMPLETED, State.FAILED, State.STOPPED}
-    reachable = {State.RUNNING}
+    reachable = {JobController(Path("/nowhere"), "job").state}
+    assert reachable == {State.QUEUED}
     for _ in State:
         reachable |= {t for s in reachable for t in TRANSITIONS[s]}
     assert reachable == set(State)

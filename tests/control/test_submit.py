@@ -9,6 +9,7 @@ from shipyard.control import submit as submitting
 from shipyard.errors import CapacityError, ConflictError
 from shipyard.spec.job import JobSpec
 from shipyard.store import Store
+from shipyard.store.queue import CapacityQueue
 
 
 def _spec(tmp_path, **fields) -> JobSpec:
@@ -36,6 +37,7 @@ def test_a_job_is_uploaded_recorded_laid_out_and_its_controller_started(tmp_path
     assert (tmp_path / "out" / "job-1" / "source" / "sourcedir.tar.gz").read_bytes() == b"code"
     assert store.get_job("job-1").status == "InProgress"
     assert (store.job_dir("job-1") / "plan.json").is_file()
+    assert CapacityQueue(store).waiting() == ["job-1"]   # until its controller asks
 
 
 def test_a_taken_name_or_missing_capacity_writes_nothing(tmp_path, spawned):
@@ -65,3 +67,4 @@ def test_a_controller_that_cannot_start_leaves_the_job_failed_with_the_reason(tm
         submitting.submit(store, _spec(tmp_path), _pack)
     job = store.get_job("job-1")
     assert job.status == "Failed" and job.failure_reason == "InternalServerError: OSError: no more processes"
+    assert CapacityQueue(store).waiting() == []   # and it holds nothing: it ended

@@ -4,12 +4,14 @@ records that many processes can write at once."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 
 import pytest
 
 from shipyard.errors import ConflictError, NotFoundError
 from shipyard.spec.job import JobSpec
 from shipyard.store import Store
+from shipyard.store.db import SCHEMA
 
 
 def _spec(name: str = "job-1") -> JobSpec:
@@ -37,6 +39,41 @@ def test_transitions_are_recorded_and_a_terminal_status_never_moves(tmp_path):
     assert [t.status for t in record.transitions] == ["Starting", "Downloading", "Completed"]
     assert all(t.end_time is not None for t in record.transitions)
     assert not store.request_stop("job-1")  # nothing to stop
+
+
+def test_news_of_the_same_step_updates_its_message_instead_of_adding_a_transition(tmp_path):
+    store = Store(tmp_path)
+    store.create_job(_spec())
+    assert store.transition("job-1", "InProgress", "Starting", "Waiting for capacity: 2nd in the queue")
+    assert store.transition("job-1", "InProgress", "Starting", "Waiting for capacity: 1st in the queue")
+    assert store.transition("job-1", "InProgress", "Training", "Training in progress")
+    assert [(t.status, t.message) for t in store.get_job("job-1").transitions] == [
+        ("Starting", "Waiting for capacity: 1st in the queue"), ("Training", "Training in progress")]
+
+
+def test_a_stop_keeps_the_first_reason_given(tmp_path):
+    store = Store(tmp_path)
+    store.create_job(_spec())
+    store.create_job(_spec("job-2"))
+    assert store.stop_requested("job-1") is None
+    assert store.request_stop("job-1") and store.stop_requested("job-1") == "Stop requested"
+    assert store.request_stop("job-2", "Early stopping: worse than the median")
+    assert store.request_stop("job-2", "a second thought")
+    assert store.stop_requested("job-2") == "Early stopping: worse than the median"
+    assert store.get_job("job-2").stop_requested
+
+
+def test_a_database_from_before_a_column_was_added_gets_it_and_its_jobs_read_as_before(tmp_path):
+    old = sqlite3.connect(tmp_path / "shipyard.db")
+    old.executescript(SCHEMA)   # the tables as first released
+    old.execute("INSERT INTO jobs (name, spec, status, secondary_status, creation_time, last_modified_time)"
+                " VALUES ('job-1', ?, 'InProgress', 'Training', 1.0, 1.0)", (_spec().model_dump_json(),))
+    old.commit()
+    old.close()
+    store = Store(tmp_path)
+    assert store.get_job("job-1").secondary_status == "Training"
+    assert store.request_stop("job-1", "because") and store.stop_requested("job-1") == "because"
+    assert [job.name for job in Store(tmp_path).list_jobs()] == ["job-1"]   # opened again: nothing to add
 
 
 def test_attempts_events_and_interrupt_requests(tmp_path):

@@ -98,6 +98,7 @@ def placeholder_address(host: str) -> str:
 class RayBackend:
     name = "ray"
     plan_type = RayInstancePlan
+    queued = False  # Ray queues the placement groups itself
 
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir

@@ -1,0 +1,11 @@
+"""A job's statuses (DescribeTrainingJob's TrainingJobStatus and SecondaryStatus), apart from the job
+models: the store and the capacity queue read them without loading pydantic."""
+
+SECONDARY_BY_PRIMARY = {
+    "InProgress": ("Starting", "Pending", "Downloading", "Training", "Interrupted", "Uploading"),
+    "Completed": ("Completed",),
+    "Failed": ("Failed",),
+    "Stopping": ("Stopping",),
+    "Stopped": ("Stopped", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"),
+}
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})

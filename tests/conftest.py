@@ -32,6 +32,14 @@ def home(tmp_path, monkeypatch):
         from shipyard.store import Store
 
         store = Store(path)
+        from shipyard.store.tuning import TuningStore
+
+        for record in TuningStore(store).list():  # first, so they start no more jobs
+            if not record.terminal and record.controller_pid and controller_alive(record):
+                try:
+                    psutil.Process(record.controller_pid).kill()
+                except psutil.NoSuchProcess:
+                    pass
         for record in store.list_jobs():
             if not record.terminal and record.controller_pid and controller_alive(record):
                 try:

@@ -135,15 +135,24 @@ class JobRequest:
 
 def load(path: str | Path) -> JobRequest:
     path = Path(path)
+    return from_mapping(read(path), str(path), path.resolve().parent)
+
+
+def read(path: Path) -> Any:
+    """A YAML file's content, with its problems as our errors naming the file."""
     label = str(path)
     try:
-        raw = _load_yaml(path.read_text())
+        return _load_yaml(path.read_text())
     except ValidationError as exc:
         raise ValidationError(f"{label}: {exc.field}", exc.value, exc.fix) from None
     except FileNotFoundError:
         raise ValidationError("job file", label, "no such file") from None
     except Exception as exc:  # yaml.YAMLError, a directory, unreadable bytes
         raise ValidationError("job file", label, f"cannot be read as YAML: {exc}") from None
+
+
+def from_mapping(raw: Any, label: str, base: Path) -> JobRequest:
+    """A job file's content (label names it in errors; relative paths are relative to base)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -161,7 +170,7 @@ def load(path: str | Path) -> JobRequest:
               for name, item in (values.pop("inputs", None) or {}).items()}
     request = JobRequest(framework=values.pop("framework", None), job_name=values.pop("job_name", None),
                          arguments={**values, **passthrough}, inputs=inputs)
-    return _resolve(request, path.resolve().parent)
+    return _resolve(request, base)
 
 
 def _load_yaml(text: str) -> Any:
@@ -294,6 +303,10 @@ def build_request(target: str, options: RunOptions) -> JobRequest:
         request = load(target)
     else:
         request = JobRequest(arguments={"entry_point": target})
+    return apply_options(request, options)
+
+
+def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
     args = dict(request.arguments)
     cwd = Path.cwd()
     scalars = {

@@ -3,6 +3,8 @@
     shipyard run train.py --instance-count 2 --distribution torch_distributed --hp epochs=3
     shipyard run job.yaml --hp lr=0.1        # options override the file
     shipyard jobs list | describe | wait | stop | logs
+    shipyard tune tuning.yaml                 # hyperparameter tuning (docs/tuning.md)
+    shipyard tuning list | describe | jobs | stop | wait
 
 Errors shipyard raises on purpose print as `error: ...` (exit 2; 1 when a job ended other than
 Completed), never as a traceback. Everything heavy is imported inside the commands."""
@@ -217,18 +219,20 @@ def jobs() -> None:
               help="Only jobs in this status.")
 @click.option("--limit", type=int, help="At most this many, newest first.")
 def list_jobs(status: str | None, limit: int | None) -> None:
-    """A table of jobs, newest first."""
+    """A table of jobs, newest first; a job waiting for capacity shows its place in the queue."""
     import time
 
     from rich.console import Console
     from rich.table import Table
 
     from shipyard.control.reconcile import reconcile
+    from shipyard.store.queue import CapacityQueue, ordinal
 
     store = _store()
     # A job whose controller died still says InProgress until something reconciles it.
     records = [r if r.terminal else reconcile(store, r.name) for r in store.list_jobs()]
     records = [r for r in records if status is None or r.status == status][:limit]
+    places = {name: place for place, name in enumerate(CapacityQueue(store).waiting(), start=1)}
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=max(console.width, 160))  # piped: no wrapped rows
@@ -242,7 +246,8 @@ def list_jobs(status: str | None, limit: int | None) -> None:
     for r in records:
         end = (r.training_end_time or r.last_modified_time) if r.terminal else now
         style = STATUS_STYLES.get(r.status, "")
-        table.add_row(r.name, f"[{style}]{r.status}[/{style}]", r.secondary_status,
+        queued = f" ({ordinal(places[r.name])} in queue)" if r.name in places else ""
+        table.add_row(r.name, f"[{style}]{r.status}[/{style}]", r.secondary_status + queued,
                       time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.creation_time)),
                       _duration(end - r.creation_time))
     console.print(table)
@@ -394,6 +399,11 @@ def interrupt(job: str, host: str | None) -> None:
 # Short aliases: `shipyard describe JOB` is `shipyard jobs describe JOB`.
 for _command in (describe, wait, stop, logs):
     cli.add_command(_command)
+
+from shipyard.cli.tuning import tune, tuning  # noqa: E402  (light: its commands import what they use)
+
+cli.add_command(tune)
+cli.add_command(tuning)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,6 +68,10 @@ def encode_str(hps: Mapping[str, Any]) -> dict[str, str]:
     return {key: str(value) for key, value in hps.items()}
 
 
+# How an estimator sends its hyperparameters (a tuning job records which, for the trials it starts).
+ENCODINGS = {"json": encode_json, "str": encode_str}
+
+
 def decode(raw: Mapping[str, str]) -> dict[str, Any]:
     decoded = {}
     for key, value in raw.items():

@@ -17,6 +17,7 @@ from shipyard.spec.build import build as build_model
 from shipyard.spec.job import ChannelSpec, JobSpec, MetricDefinition
 from shipyard.spec.names import base_of, generate_job_name, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
+from shipyard.spec.tuning import OBJECTIVE_HYPERPARAMETER
 
 DEFAULT_BASE_JOB_NAME = "training-job"
 
@@ -100,10 +101,13 @@ class EstimatorBase:
     def hyperparameters(self) -> dict[str, str]:
         return self._encode(self._hyperparameters)
 
+    def _encoding(self) -> str:
+        """How this estimator sends hyperparameters (hp.ENCODINGS): JSON for framework estimators (and
+        any with a source_dir), str() for the generic one without, as SageMaker's SDK."""
+        return "json" if self.json_hyperparameters or self.source_dir else "str"
+
     def _encode(self, values: dict[str, Any]) -> dict[str, str]:
-        """Hyperparameters as this estimator sends them: JSON for framework estimators (and any with a
-        source_dir), str() for the generic one without, as SageMaker's SDK."""
-        return (hp.encode_json if self.json_hyperparameters or self.source_dir else hp.encode_str)(values)
+        return hp.ENCODINGS[self._encoding()](values)
 
     def set_hyperparameters(self, **kwargs: Any) -> None:
         hp.check_user(kwargs)
@@ -191,8 +195,8 @@ class EstimatorBase:
         """Hyperparameters a framework adds for the job (TensorFlow's model_dir)."""
         return {}
 
-    def _spec(self, inputs: Any, job_name: str | None, store) -> tuple[JobSpec, tuple[Path, Path | None]]:
-        entry, source, program = self._source()
+    def _spec(self, inputs: Any, job_name: str | None, store) -> JobSpec:
+        program = self._source()[2]
         for dependency in self.dependencies:
             if not Path(dependency).is_dir():
                 raise ValidationError("dependencies", dependency, "no such directory")
@@ -227,7 +231,7 @@ class EstimatorBase:
             "tags": tuple(self.tags),
             "checkpoint_s3_uri": checkpoints,
         })
-        return spec, (entry, source)
+        return spec
 
     def plan(self, inputs: Any = None, job_name: str | None = None) -> list:
         """What fit() would run on each instance, without running or writing anything. Planning also
@@ -235,24 +239,30 @@ class EstimatorBase:
         from shipyard.control.planning import plan_job
 
         store = self._store()
-        spec, _ = self._spec(inputs, job_name, store)
+        spec = self._spec(inputs, job_name, store)
         return plan_job(spec, store.job_dir(spec.job_name))
 
     def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
             experiment_config: Any = None) -> None:
         from shipyard.control.submit import submit
-        from shipyard.storage import archive
 
         store = self._store()
-        spec, (entry, source) = self._spec(inputs, job_name, store)
-        submit(store, spec, lambda directory: archive.pack_source(
-            directory / "sourcedir.tar.gz", entry.relative_to(source) if source else entry, source,
-            [Path(d) for d in self.dependencies], follow_symlinks=bool(self.follow_symlinks)))
+        spec = self._spec(inputs, job_name, store)
+        submit(store, spec, self._pack)
         self._current_job_name = spec.job_name
         self.latest_training_job = TrainingJob(spec.job_name, store)
         self.jobs.append(self.latest_training_job)
         if wait:
             self.latest_training_job.wait(logs=logs)
+
+    def _pack(self, directory: Path) -> Path:
+        """Write the job's sourcedir.tar.gz (entry point, source dir, dependencies) into `directory`."""
+        from shipyard.storage import archive
+
+        entry, source, _ = self._source()
+        return archive.pack_source(directory / "sourcedir.tar.gz", entry.relative_to(source) if source else entry,
+                                   source, [Path(d) for d in self.dependencies],
+                                   follow_symlinks=bool(self.follow_symlinks))
 
     # -- attach ------------------------------------------------------------------------------
     @classmethod
@@ -263,9 +273,20 @@ class EstimatorBase:
         from shipyard.store import Store
 
         store = Store()
-        spec = store.get_job(training_job_name).spec
+        estimator = cls._from_spec(store.get_job(training_job_name).spec)
+        estimator._current_job_name = training_job_name
+        estimator.latest_training_job = TrainingJob(training_job_name, store)
+        estimator.jobs = [estimator.latest_training_job]
+        if wait:
+            estimator.latest_training_job.wait(logs="None", quiet=True)
+        return estimator
+
+    @classmethod
+    def _from_spec(cls, spec: JobSpec) -> EstimatorBase:
+        """The estimator that made `spec` (a job's, or a tuning job's training definition)."""
         decoded = hp.decode(spec.hyperparameters)
         user, framework = hp.split(decoded)
+        user.pop(OBJECTIVE_HYPERPARAMETER, None)  # a trial's, added by its tuning job (as SageMaker's attach)
         estimator = cls.__new__(cls)
         # Files that lived on the submitting machine are not checked again.
         estimator._assign({
@@ -277,11 +298,6 @@ class EstimatorBase:
             "container_log_level": decoded.get("sagemaker_container_log_level"),
             "distribution": dist.from_hyperparameters(framework) or None,
         })
-        estimator._current_job_name = spec.job_name
-        estimator.latest_training_job = TrainingJob(spec.job_name, store)
-        estimator.jobs = [estimator.latest_training_job]
-        if wait:
-            estimator.latest_training_job.wait(logs="None", quiet=True)
         return estimator
 
 

@@ -6,7 +6,7 @@ rule below is one of SageMaker's, refused before any trial starts with the field
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
@@ -26,6 +26,7 @@ SCALING_TYPES = ("Auto", "Linear", "Logarithmic", "ReverseLogarithmic")
 MAX_TUNED = 30
 MAX_CATEGORICAL_VALUES = 30
 MAX_PARENTS = 5
+MAX_DEFINITIONS = 10  # training job definitions in one tuning job
 MAX_RESOURCE = 20_000
 # Hyperband's max_resource, when not given, is the static hyperparameter of one of these names (C.3).
 EPOCHS_NAMES = ("epochs", "numepochs", "n-epochs", "n_epochs", "num_epochs")
@@ -97,6 +98,9 @@ class HyperbandConfig(UserModel):
 
     min_resource: int | None = Field(default=None, ge=1)
     max_resource: int | None = Field(default=None, ge=1, le=MAX_RESOURCE)
+    # Beyond SageMaker: a configuration promoted after it was paused at a rung continues from its
+    # checkpoints in a new job; False retrains it from epoch 1 (as classic Hyperband).
+    resume: bool = True
 
 
 class CompletionCriteria(UserModel):
@@ -112,12 +116,54 @@ class WarmStart(UserModel):
     parents: tuple[str, ...] = Field(min_length=1, max_length=MAX_PARENTS)
 
 
-class TuningSpec(UserModel):
-    tuning_job_name: str
-    # Every trial is this job with the tuned hyperparameters set (its hyperparameters are the static ones).
+class TrainingDefinition(UserModel):
+    """What trials train (SageMaker's HyperParameterTrainingJobDefinition): the training job every trial
+    is made from (its hyperparameters are the static ones), the ranges tuned over it and the objective.
+    A tuning job has one, or with HyperparameterTuner.create() one per named estimator."""
+
+    name: str | None = None  # the estimator's name in create(estimator_dict=...)
     training: JobSpec
     hyperparameter_ranges: tuple[Range, ...] = Field(min_length=1)
     objective_metric_name: str
+    # How the trials' scripts get the tuned values: as the estimator sends hyperparameters (hp.ENCODINGS).
+    encoding: Literal["json", "str"] = "json"
+
+    def _field(self, field: str) -> str:
+        return field if self.name is None else f"{field}_dict[{self.name!r}]"
+
+    def check(self) -> None:
+        """Run by the tuning spec, so errors name the tuner's arguments, not where they sit in the spec."""
+        names = [r.name for r in self.hyperparameter_ranges]
+        field = self._field("hyperparameter_ranges")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValidationError(field, repeated, "each hyperparameter may have one range")
+        if len(names) > MAX_TUNED:
+            raise ValidationError(field, len(names), f"at most {MAX_TUNED} hyperparameters can be tuned; make "
+                                  "the others static")
+        static = [k for k in self.training.hyperparameters if not k.startswith("sagemaker_")]
+        both = sorted(set(static) & set(names))
+        if both:
+            raise ValidationError(field, both, "a hyperparameter is either static (the estimator's) or tuned (a "
+                                  "range), not both; remove it from one")
+        if len(static) + len(names) + 1 > MAX_HYPERPARAMETERS:
+            raise ValidationError(field, len(static) + len(names), "static plus tuned hyperparameters (and "
+                                  f"{OBJECTIVE_HYPERPARAMETER}) must be at most {MAX_HYPERPARAMETERS}")
+        metrics = [m.name for m in self.training.metric_definitions]
+        field = self._field("objective_metric_name")
+        if self.objective_metric_name not in metrics:
+            raise unknown_name_error(field, self.objective_metric_name, metrics) if metrics \
+                else ValidationError(field, self.objective_metric_name, "no metric definition names it; add "
+                                     "{'Name': ..., 'Regex': ...} to metric_definitions")
+
+
+SINGLE = ("training", "hyperparameter_ranges", "objective_metric_name", "encoding")
+
+
+class TuningSpec(UserModel):
+    tuning_job_name: str
+    # One, or one per named estimator; `training=`, `hyperparameter_ranges=`, ... given directly are the one.
+    definitions: tuple[TrainingDefinition, ...] = Field(min_length=1, max_length=MAX_DEFINITIONS)
     objective_type: Literal["Maximize", "Minimize"] = "Maximize"
     strategy: str = "Bayesian"
     max_jobs: int | None = Field(default=None, ge=1)  # None: 1, or the grid's size
@@ -129,31 +175,26 @@ class TuningSpec(UserModel):
     warm_start: WarmStart | None = None
     random_seed: int | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_definition(cls, values: Any) -> Any:
+        if isinstance(values, dict) and any(key in values for key in SINGLE):
+            values = dict(values)
+            values["definitions"] = [{key: values.pop(key) for key in SINGLE if key in values}]
+        return values
+
     @model_validator(mode="after")
     def _valid(self) -> TuningSpec:
         if self.strategy not in STRATEGIES:
             raise unknown_name_error("strategy", self.strategy, STRATEGIES)
-        names = [r.name for r in self.hyperparameter_ranges]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValidationError("hyperparameter_ranges", repeated, "each hyperparameter may have one range")
-        if len(names) > MAX_TUNED:
-            raise ValidationError("hyperparameter_ranges", len(names), f"at most {MAX_TUNED} hyperparameters "
-                                  "can be tuned; make the others static")
-        static = [k for k in self.training.hyperparameters if not k.startswith("sagemaker_")]
-        both = sorted(set(static) & set(names))
-        if both:
-            raise ValidationError("hyperparameter_ranges", both, "a hyperparameter is either static (the "
-                                  "estimator's) or tuned (a range), not both; remove it from one")
-        if len(static) + len(names) + 1 > MAX_HYPERPARAMETERS:
-            raise ValidationError("hyperparameter_ranges", len(static) + len(names), "static plus tuned "
-                                  f"hyperparameters (and {OBJECTIVE_HYPERPARAMETER}) must be at most "
-                                  f"{MAX_HYPERPARAMETERS}")
-        metrics = [m.name for m in self.training.metric_definitions]
-        if self.objective_metric_name not in metrics:
-            raise unknown_name_error("objective_metric_name", self.objective_metric_name, metrics) if metrics \
-                else ValidationError("objective_metric_name", self.objective_metric_name, "no metric definition "
-                                     "names it; add {'Name': ..., 'Regex': ...} to metric_definitions")
+        for definition in self.definitions:
+            definition.check()
+        names = [d.name for d in self.definitions]
+        if len(names) > 1 and (None in names or len(set(names)) != len(names)):
+            raise ValidationError("estimator_dict", names, "each estimator needs a name of its own")
+        if len(names) > 1 and self.strategy in ("Grid", "Hyperband"):
+            raise ValidationError("strategy", self.strategy, "tuning several estimators at once works with "
+                                  "Bayesian or Random; tune each estimator on its own for Grid or Hyperband")
         if self.max_jobs is not None and self.max_parallel_jobs > self.max_jobs:
             raise ValidationError("max_parallel_jobs", self.max_parallel_jobs,
                                   f"is more than max_jobs ({self.max_jobs}); lower it or raise max_jobs")
@@ -169,8 +210,17 @@ class TuningSpec(UserModel):
                                   f"{self.strategy}; remove it")
         return self
 
+    def definition(self, name: str | None = None) -> TrainingDefinition:
+        return next(d for d in self.definitions if d.name == name)
+
+    @property
+    def only(self) -> TrainingDefinition:
+        """The one training definition (Grid and Hyperband have one; so does any tuner but create()'s)."""
+        return self.definitions[0]
+
     def _check_grid(self) -> None:
-        continuous = [r.name for r in self.hyperparameter_ranges if not isinstance(r, CategoricalRange)]
+        ranges = self.only.hyperparameter_ranges
+        continuous = [r.name for r in ranges if not isinstance(r, CategoricalRange)]
         if continuous:
             raise ValidationError("hyperparameter_ranges", continuous, "Grid searches categorical ranges only; "
                                   "give these as CategoricalParameter values, or use another strategy")
@@ -180,7 +230,7 @@ class TuningSpec(UserModel):
                                   "max_jobs out or set it to that")
 
     def grid_size(self) -> int:
-        return math.prod(len(r.values) for r in self.hyperparameter_ranges if isinstance(r, CategoricalRange))
+        return math.prod(len(r.values) for r in self.only.hyperparameter_ranges if isinstance(r, CategoricalRange))
 
     def total_jobs(self) -> int:
         """MaxNumberOfTrainingJobs: given, the grid's size, or SageMaker's default of 1."""
@@ -192,9 +242,20 @@ class TuningSpec(UserModel):
         """Hyperband's max_resource: given, or the static epochs-like hyperparameter (C.3)."""
         if self.hyperband is not None and self.hyperband.max_resource is not None:
             return self.hyperband.max_resource
+        return self._epochs()
+
+    def ends_at_max_resource(self) -> bool:
+        """Whether every trial's script ends by itself by max_resource (its epochs hyperparameter), so
+        none is stopped there: a stop racing a script's own end could cost it its model."""
+        try:
+            return self._epochs() <= self.max_resource()
+        except ValidationError:
+            return False
+
+    def _epochs(self) -> int:
         for name in EPOCHS_NAMES:
-            if name in self.training.hyperparameters:
-                text = self.training.hyperparameters[name].strip('"')
+            if name in self.only.training.hyperparameters:
+                text = self.only.training.hyperparameters[name].strip('"')
                 if text.isdigit() and 1 <= int(text) <= MAX_RESOURCE:
                     return int(text)
                 raise ValidationError(f"hyperparameters[{name!r}]", text, "Hyperband takes max_resource from it: "

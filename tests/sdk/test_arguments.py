@@ -40,7 +40,7 @@ def test_every_spec_field_reaches_the_job_and_comes_back_from_attach(tmp_path, m
     source.mkdir()
     (source / "train.py").write_text("print('hi')\n")
     store = Store()
-    spec, _ = Estimator(entry_point="train.py", source_dir=str(source), **VALUES)._spec(None, "round-trip", store)
+    spec = Estimator(entry_point="train.py", source_dir=str(source), **VALUES)._spec(None, "round-trip", store)
     for name, value in VALUES.items():
         assert getattr(spec, name) == _as_spec(name, value), name
     store.create_job(spec)

@@ -33,8 +33,9 @@ def test_the_spec_carries_sagemaker_s_arguments(home, script):
         warm_start_config=WarmStartConfig(WarmStartTypes.TRANSFER_LEARNING, {"parent-1"}))
     spec = tuner._spec(job_name="mnist-tune")
     assert spec.tuning_job_name == "mnist-tune" and spec.strategy == "Hyperband" and spec.max_resource() == 9
-    assert [r.name for r in spec.hyperparameter_ranges] == ["lr", "width", "optimizer"]
-    assert spec.training.metric_definitions[0].name == "loss" and spec.training.hyperparameters["epochs"] == "9"
+    assert [r.name for r in spec.only.hyperparameter_ranges] == ["lr", "width", "optimizer"]
+    training = spec.only.training
+    assert training.metric_definitions[0].name == "loss" and training.hyperparameters["epochs"] == "9"
     assert spec.completion_criteria.target_objective_metric_value == 0.1
     assert spec.warm_start.parents == ("parent-1",) and spec.total_jobs() == 12
 
@@ -51,7 +52,8 @@ def test_plan_gives_the_first_trials_as_scripts_get_them(home, script):
     assert tuner.plan(trials=3) == trials  # the seed reproduces them
     generic = HyperparameterTuner(Estimator(entry_point=str(script / "train.py")), "loss",
                                   {"optimizer": CategoricalParameter(["sgd"])}, metric_definitions=METRICS)
-    assert generic.plan() == [{"optimizer": "sgd"}]  # the generic estimator sends str() (max_jobs 1)
+    # The generic estimator sends str() (max_jobs 1); SageMaker adds the objective's name.
+    assert generic.plan() == [{"optimizer": "sgd", "_tuning_objective_metric": "loss"}]
 
 
 @pytest.mark.parametrize("ranges, arguments, message", [
@@ -70,3 +72,18 @@ def test_refused_before_any_trial(home, script, ranges, arguments, message):
     arguments = {"objective_metric_name": "loss", "metric_definitions": METRICS, **arguments}
     with pytest.raises(ValidationError, match=message):
         HyperparameterTuner(_pytorch(script), hyperparameter_ranges=ranges, **arguments).plan()
+
+
+def test_create_names_what_does_not_match_its_estimators(home, script):
+    estimators = {"a": _pytorch(script), "b": _pytorch(script)}
+    ranges = {"a": {"lr": ContinuousParameter(1e-4, 0.1)}, "b": {"width": IntegerParameter(8, 64)}}
+    with pytest.raises(ValidationError, match=r"objective_metric_name_dict=\['b'\]: keys must be estimator_dict's: "
+                                              r"a, b; add these"):
+        HyperparameterTuner.create(estimators, {"a": "loss"}, ranges)
+    tuner = HyperparameterTuner.create(estimators, {"a": "loss", "b": "loss"}, ranges,
+                                       metric_definitions_dict={"a": METRICS, "b": METRICS}, max_jobs=4)
+    with pytest.raises(ValidationError, match=r"inputs=.*give a dict of estimator name to that estimator's inputs"):
+        tuner.plan(inputs="file:///data")
+    with pytest.raises(ValidationError, match=r"strategy='Hyperband': tuning several estimators at once works with"):
+        HyperparameterTuner.create(estimators, {"a": "loss", "b": "loss"}, ranges, strategy="Hyperband",
+                                   metric_definitions_dict={"a": METRICS, "b": METRICS}).plan()

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 
 def sampler(spec):
+    import warnings
+
     import optuna
 
-    return optuna.samplers.TPESampler(seed=spec.random_seed, multivariate=True, constant_liar=True,
-                                      n_startup_trials=min(10, max(2, spec.total_jobs() // 5)))
+    with warnings.catch_warnings():  # `group` is marked experimental; its behaviour is what we need
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # group: with several training definitions each has its own parameters, modelled apart.
+        return optuna.samplers.TPESampler(seed=spec.random_seed, multivariate=True,
+                                          group=len(spec.definitions) > 1, constant_liar=True,
+                                          n_startup_trials=min(10, max(2, spec.total_jobs() // 5)))

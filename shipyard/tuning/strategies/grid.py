@@ -12,4 +12,4 @@ def sampler(spec):
             """The tuning job runs exactly the grid's size; Optuna's own end (study.stop()) works only
             inside study.optimize, which a search of separate jobs does not use."""
 
-    return Grid({r.name: list(r.values) for r in spec.hyperparameter_ranges}, seed=spec.random_seed)
+    return Grid({r.name: list(r.values) for r in spec.only.hyperparameter_ranges}, seed=spec.random_seed)

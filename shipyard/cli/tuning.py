@@ -1,0 +1,171 @@
+"""`shipyard tune TUNING.yaml` and `shipyard tuning list | describe | jobs | stop | wait`: tuning jobs
+from the command line, from any shell (a tuning job runs in its own detached process)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=max(console.width, 200))
+
+
+def _tuning_store():
+    from shipyard.store import Store
+    from shipyard.store.tuning import TuningStore
+
+    return TuningStore(Store())
+
+
+@click.command(epilog="""\b
+Examples:
+  shipyard tune tuning.yaml                 # submit, then follow until it ends
+  shipyard tune tuning.yaml --dry-run       # the first trials' hyperparameters; nothing runs
+  shipyard tune tuning.yaml --detach""")
+@click.argument("target", metavar="TUNING.yaml")
+@click.option("--job-name", help="The tuning job's name (at most 32 characters; default: generated).")
+@click.option("--dry-run", is_flag=True, help="Print the first trials' hyperparameters; start nothing.")
+@click.option("--trials", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --dry-run: how many trials to show.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print them as JSON.")
+@click.option("--detach", is_flag=True, help="Print the tuning job's name and return; it keeps running.")
+@click.pass_context
+def tune(ctx: click.Context, target: str, job_name: str | None, dry_run: bool, trials: int, as_json: bool,
+         detach: bool) -> None:
+    """Run a hyperparameter tuning job: TUNING.yaml is a job file with a `tuning:` section."""
+    from shipyard.cli import jobfile, tunefile
+
+    if as_json and not dry_run:
+        raise click.UsageError("--json goes with --dry-run")
+    request, settings = tunefile.load(target)
+    tuner = tunefile.make_tuner(request, settings)
+    inputs = jobfile.fit_inputs(request)
+    name = job_name or request.job_name
+    if dry_run:
+        planned = tuner.plan(inputs, trials=trials, job_name=name)
+        if as_json:
+            click.echo(json.dumps(planned, indent=2))
+        else:
+            for number, hyperparameters in enumerate(planned, 1):
+                click.echo(f"trial {number}: " + " ".join(f"{k}={v}" for k, v in hyperparameters.items()))
+        return
+    tuner.fit(inputs, job_name=name, wait=False)
+    job = tuner.latest_tuning_job
+    if detach:
+        click.echo(job.name)
+        return
+    click.echo(f"{job.name}  (detach with Ctrl-C; `shipyard tuning stop {job.name}` stops it)", err=True)
+    try:
+        description = job.wait()
+    except KeyboardInterrupt:
+        click.echo(f"tuning job {job.name} keeps running: `shipyard tuning wait {job.name}`", err=True)
+        ctx.exit(130)
+    ctx.exit(_report(description))
+
+
+def _report(description: dict) -> int:
+    best = description.get("BestTrainingJob")
+    if best:
+        metric = best["FinalHyperParameterTuningJobObjectiveMetric"]
+        click.echo(f"best: {best['TrainingJobName']} {metric['MetricName']}={metric['Value']:.6g} "
+                   + " ".join(f"{k}={v}" for k, v in best["TunedHyperParameters"].items()))
+    return 0 if description["HyperParameterTuningJobStatus"] == "Completed" else 1
+
+
+@click.group()
+def tuning() -> None:
+    """List, describe, stop and wait for tuning jobs, and list their training jobs."""
+
+
+@tuning.command("list")
+def list_tuning() -> None:
+    """A table of tuning jobs, newest first."""
+    from rich.table import Table
+
+    from shipyard.tuning.describe import describe
+    from shipyard.tuning.lifecycle import reconcile
+
+    store = _tuning_store()
+    records = [reconcile(store, r.name) for r in store.list()]
+    console = _console()
+    if not records:
+        console.print("no tuning jobs")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("NAME", "STATUS", "STRATEGY", "JOBS", "BEST"):
+        table.add_column(column, no_wrap=True)
+    for record in records:
+        description = describe(store.store, record.name)
+        counters = description["TrainingJobStatusCounters"]
+        best = description.get("BestTrainingJob")
+        table.add_row(record.name, record.status, record.spec.strategy,
+                      f"{sum(counters.values()) - counters['InProgress']}/{record.spec.total_jobs()}",
+                      f"{best['FinalHyperParameterTuningJobObjectiveMetric']['Value']:.6g} ({best['TrainingJobName']})"
+                      if best else "-")
+    console.print(table)
+
+
+@tuning.command("describe")
+@click.argument("name")
+def describe_tuning(name: str) -> None:
+    """The tuning job as DescribeHyperParameterTuningJob returns it, as JSON."""
+    from shipyard.cli.main import _json_default
+    from shipyard.tuning.describe import describe
+
+    click.echo(json.dumps(describe(_tuning_store().store, name), indent=2, default=_json_default))
+
+
+@tuning.command("jobs")
+@click.argument("name")
+def tuning_jobs(name: str) -> None:
+    """The tuning job's training jobs: status, objective, tuned values, and why any was stopped."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from shipyard.tuning.describe import summaries
+
+    store = _tuning_store()
+    store.get(name)  # NotFoundError naming the closest
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("JOB", "STATUS", "OBJECTIVE", "HYPERPARAMETERS", "STOPPED BECAUSE"):
+        table.add_column(column, no_wrap=column != "STOPPED BECAUSE")
+    for job in summaries(store.store, name):
+        metric = job.get("FinalHyperParameterTuningJobObjectiveMetric")
+        table.add_row(job["TrainingJobName"], job["TrainingJobStatus"], f"{metric['Value']:.6g}" if metric else "-",
+                      escape(" ".join(f"{k}={v}" for k, v in job["TunedHyperParameters"].items())),
+                      escape(job.get("StopReason", "")))
+    _console().print(table)
+
+
+@tuning.command("stop")
+@click.argument("name")
+def stop_tuning(name: str) -> None:
+    """Stop the tuning job and every training job it is running."""
+    from shipyard.errors import ConflictError
+    from shipyard.tuning.lifecycle import stop
+
+    store = _tuning_store()
+    if not stop(store, name):
+        raise ConflictError(f"tuning job {name} already ended {store.get(name).status}; there is nothing to stop")
+    click.echo(f"stopping {name} and its running training jobs; `shipyard tuning wait {name}` waits for it")
+
+
+@tuning.command("wait")
+@click.argument("name")
+@click.pass_context
+def wait_tuning(ctx: click.Context, name: str) -> None:
+    """Wait for the tuning job to end; exit 0 when it Completed, 1 otherwise."""
+    from shipyard.sdk.tuner import TuningJob
+
+    store = _tuning_store()
+    store.get(name)
+    try:
+        description = TuningJob(name, store.store).wait()
+    except KeyboardInterrupt:
+        ctx.exit(130)
+    ctx.exit(_report(description))

@@ -1,0 +1,58 @@
+"""When a tuning job is done before its max_jobs (spec C.6), as decisions over the final objectives of
+the trials that ended, in the order they ended: the target value reached, N jobs in a row that did not
+improve on the best by 1 %, convergence, or MaxRuntimeInSeconds spent. Convergence is SageMaker's
+"further improvement unlikely", made concrete: with at least CONVERGENCE_MIN trials, the latest quarter
+of them (at least 5) improved the best by no more than 1 %."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+IMPROVEMENT = 0.01
+CONVERGENCE_MIN = 12
+
+
+def _improves(value: float, best: float, minimize: bool) -> bool:
+    gain = (best - value) if minimize else (value - best)
+    return gain >= IMPROVEMENT * max(abs(best), 1e-12)
+
+
+def not_improving(objectives: Sequence[float], minimize: bool) -> int:
+    """How many trials in a row, up to the latest, did not improve on the best before them by 1 %."""
+    best, count = None, 0
+    for value in objectives:
+        if best is None or _improves(value, best, minimize):
+            best, count = value, 0
+        else:
+            count += 1
+            best = min(best, value) if minimize else max(best, value)
+    return count
+
+
+def converged(objectives: Sequence[float], minimize: bool) -> bool:
+    if len(objectives) < CONVERGENCE_MIN:
+        return False
+    window = max(5, len(objectives) // 4)
+    pick = min if minimize else max
+    return not _improves(pick(objectives), pick(objectives[:-window]), minimize)
+
+
+def reason_to_complete(spec, objectives: Sequence[float], elapsed: float) -> str | None:
+    """Why the tuning job completes now, or None. `objectives`: the ended trials' final objectives."""
+    minimize = spec.objective_type == "Minimize"
+    criteria = spec.completion_criteria
+    if spec.max_runtime_in_seconds is not None and elapsed >= spec.max_runtime_in_seconds:
+        return f"MaxRuntimeInSeconds ({spec.max_runtime_in_seconds} s) reached"
+    if criteria is None or not objectives:
+        return None
+    target = criteria.target_objective_metric_value
+    if target is not None:
+        best = min(objectives) if minimize else max(objectives)
+        if (best <= target) if minimize else (best >= target):
+            return f"TargetObjectiveMetricValue reached: the objective is {best:.6g}"
+    limit = criteria.max_number_of_training_jobs_not_improving
+    if limit is not None and not_improving(objectives, minimize) >= limit:
+        return f"BestObjectiveNotImproving: {limit} training jobs in a row did not improve the best by 1 %"
+    if criteria.complete_on_convergence and converged(objectives, minimize):
+        return "ConvergenceDetected: the latest trials improved the best by no more than 1 %"
+    return None

@@ -212,21 +212,26 @@ class TuningController:
             running += 1
 
     def _promote(self) -> bool:
-        """Hyperband: resume a paused configuration that is now in the top third at the rung it paused
-        at (the highest such rung first)."""
+        """Hyperband: resume a paused configuration that is now in the top third at the highest rung its
+        epochs reach (a stop lands a few epochs after the rung: judged only where it paused, it could be
+        promoted into a job paused again at once), the highest such rung first."""
         if self.spec.strategy != "Hyperband":
             return False
-        from shipyard.tuning.strategies.hyperband import promotable
+        from shipyard.tuning.strategies.hyperband import promotable, rungs
 
-        configs = self._configs()
-        ready = [c for c in configs.values() if c.latest.paused and c.latest.state == "ended"
-                 and len(self._config_curve(c)) < self.spec.max_resource()  # not already trained to the end
-                 and promotable(self._config_curve(c)[c.latest.rung - 1], self._at_rung(configs, c.latest.rung),
-                                self.minimize)]
+        configs, top = self._configs(), self.spec.max_resource()
+        ready = []
+        for config in configs.values():
+            curve = self._config_curve(config)
+            if not (config.latest.paused and config.latest.state == "ended" and len(curve) < top):
+                continue  # running, ended for good, or already trained to the end
+            rung = max(r for r in rungs(self.spec.min_resource(), top) if r <= len(curve))
+            if promotable(curve[rung - 1], self._at_rung(configs, rung), self.minimize):
+                ready.append((rung, config))
         if not ready:
             return False
-        config = max(ready, key=lambda c: c.latest.rung)
-        self._start(config.proposal, rung=config.latest.rung, resumes=config)
+        rung, config = max(ready, key=lambda item: item[0])
+        self._start(config.proposal, rung=rung, resumes=config)
         return True
 
     def _new(self) -> bool:

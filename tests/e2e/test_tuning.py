@@ -237,3 +237,15 @@ def test_several_estimators_in_one_tuning_job(home):
     assert [d["DefinitionName"] for d in description["TrainingJobDefinitions"]] == ["sgd", "adam"]
     best = tuner.best_estimator()
     assert best.hyperparameters()["optimizer"] == f'"{description["BestTrainingJob"]["TrainingJobDefinitionName"]}"'
+
+
+def test_a_completion_criterion_ends_the_tuning_job_before_max_jobs(home):
+    from shipyard.tuner import TuningJobCompletionCriteriaConfig
+
+    tuner = _tuner(strategy="Random", max_jobs=10, max_parallel_jobs=1, random_seed=0,
+                   completion_criteria_config=TuningJobCompletionCriteriaConfig(target_objective_metric_value=100.0))
+    tuner.fit(job_name="target")
+    description = tuner.describe()
+    assert description["HyperParameterTuningJobStatus"] == "Completed"
+    assert description["CompletionReason"].startswith("TargetObjectiveMetricValue reached")
+    assert sum(description["TrainingJobStatusCounters"].values()) == 1  # the first trial reached it

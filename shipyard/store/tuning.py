@@ -166,8 +166,8 @@ class TuningStore:
 
     def update_trial(self, name: str, job: str, **fields: object) -> None:
         unknown = set(fields) - _TRIAL_UPDATABLE
-        if unknown:
-            raise TypeError(f"not updatable: {sorted(unknown)}")
+        if unknown or fields.get("state", TRIAL_STATES[0]) not in TRIAL_STATES:
+            raise TypeError(f"not updatable: {sorted(unknown) or fields['state']}")
         sets = ", ".join(f"{key}=?" for key in fields)
         with self.store._tx() as db:
             db.execute(f"UPDATE tuning_trials SET {sets} WHERE tuning_job=? AND job=?", (*fields.values(), name, job))

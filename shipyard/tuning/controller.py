@@ -45,7 +45,9 @@ class TuningController:
         self.minimize = self.spec.objective_type == "Minimize"
         self.search = Search(self.spec, study_path(self.store, name))
         self.checked: dict[str, int] = {}   # job -> epochs the median rule has looked at
-        self.end_times: dict[str, float] = {}
+        # job -> (its end time, its final objective), or None for a trial never started: read once, as
+        # an ended job's no longer change.
+        self.ended: dict[str, tuple[float, float | None] | None] = {}
         self.curves: dict[str, list[float]] = {}
 
     # -- the loop ----------------------------------------------------------------------------
@@ -91,9 +93,7 @@ class TuningController:
             return False
         for job in running:
             self._watch(configs, job)
-        objectives = [self._final(t) for t in self._ended_in_order()]
-        reason = reason_to_complete(self.spec, [v for v in objectives if v is not None],
-                                    time.time() - record.creation_time)
+        reason = reason_to_complete(self.spec, self._ended_objectives(), time.time() - record.creation_time)
         if reason:
             self.tuning.update(self.name, completion_reason=reason)
             self.store.add_event(events_key(self.name), "info", f"completing: {reason}")
@@ -112,12 +112,14 @@ class TuningController:
             configs.setdefault(trial.number, Config(_proposal(trial))).jobs.append(trial)
         return configs
 
-    def _ended_in_order(self) -> list:
-        ended = [t for t in self.tuning.trials(self.name) if t.state == "ended" and self.store.exists(t.job)]
-        for trial in ended:
-            if trial.job not in self.end_times:
-                self.end_times[trial.job] = self.store.get_job(trial.job).training_end_time or 0.0
-        return sorted(ended, key=lambda t: self.end_times[t.job])
+    def _ended_objectives(self) -> list[float]:
+        """The final objectives of the trials that ended, in the order they ended."""
+        for trial in self.tuning.trials(self.name):
+            if trial.state == "ended" and trial.job not in self.ended:
+                self.ended[trial.job] = ((self.store.get_job(trial.job).training_end_time or 0.0, self._final(trial))
+                                         if self.store.exists(trial.job) else None)
+        ended = sorted((v for v in self.ended.values() if v is not None), key=lambda v: v[0])
+        return [final for _, final in ended if final is not None]
 
     def _points(self, trial, spec=None) -> list[dict]:
         """What the trial's job emitted of its definition's objective (of `spec`'s: a parent's)."""

@@ -111,7 +111,7 @@ def describe(store, name: str) -> dict:
     }
     if spec.random_seed is not None:
         config["RandomSeed"] = spec.random_seed
-    if spec.hyperband is not None or spec.strategy == "Hyperband":
+    if spec.strategy == "Hyperband":
         config["StrategyConfig"] = {"HyperbandStrategyConfig": {"MinResource": spec.min_resource(),
                                                                 "MaxResource": spec.max_resource()}}
     criteria = spec.completion_criteria

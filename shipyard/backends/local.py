@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from shipyard.backends import sandbox
+from shipyard.backends import pool, sandbox
 from shipyard.backends.resources import InstanceResources, MachineResources, detect, plan_instances
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
@@ -34,15 +34,19 @@ class InstancePlan:
     config: AgentConfig
     instance_dir: Path
     sandbox_problem: str | None
+    # A job kept warm (keep_alive_period_in_seconds): argv boots the warm sandbox (runtime/warm.py), and
+    # these are the job's own mounts and environment, which it makes in its namespace; "dir" is the
+    # warm process's directory in the pool named after the job (backends/pool.py).
+    warm: dict | None = None
 
     def to_dict(self) -> dict:
         return {"host": self.host, "argv": self.argv, "config": dataclasses.asdict(self.config),
-                "instance_dir": str(self.instance_dir), "sandbox_problem": self.sandbox_problem}
+                "instance_dir": str(self.instance_dir), "sandbox_problem": self.sandbox_problem, "warm": self.warm}
 
     @classmethod
     def from_dict(cls, data: dict) -> InstancePlan:
         return cls(data["host"], data["argv"], AgentConfig.from_dict(data["config"]),
-                   Path(data["instance_dir"]), data["sandbox_problem"])
+                   Path(data["instance_dir"]), data["sandbox_problem"], data.get("warm"))
 
     @property
     def config_path(self) -> Path:
@@ -160,10 +164,18 @@ class LocalBackend:
                 profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
-            if problem is None:
+            warm = None
+            if problem is None and spec.keep_alive_period_in_seconds and attempt == 1:
+                directory = pool.member_dir(self.job_dir.parent.parent, spec.job_name, host)
+                warm = {"dir": str(directory), "env": sandbox.instance_environment(machine),
+                        "mounts": sandbox.instance_mounts(config, job_dir=self.job_dir, hosts=instance_dir / "hosts",
+                                                          machine=machine)}
+                argv = sandbox.warm_wrap(pool.warm_argv(directory, spec.framework), host, pool_dir=directory,
+                                         machine=machine)
+            elif problem is None:
                 argv = sandbox.wrap(argv, config, job_dir=self.job_dir, hosts=instance_dir / "hosts",
                                     machine=machine)
-            plans.append(InstancePlan(host, argv, config, instance_dir, problem))
+            plans.append(InstancePlan(host, argv, config, instance_dir, problem, warm))
         return plans
 
     def prepare(self, plan: InstancePlan) -> None:
@@ -175,7 +187,9 @@ class LocalBackend:
             sandbox.make_writable(plan.config, self.job_dir)
         plan.config.write(plan.config_path)
 
-    def start(self, plan: InstancePlan) -> Instance:
+    def start(self, plan: InstancePlan) -> Instance | pool.WarmInstance:
+        if plan.warm is not None:
+            return pool.start(plan)
         log_fd = os.open(plan.config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             process = subprocess.Popen(

@@ -238,20 +238,14 @@ def _mount_points(paths: Iterable[Path], covered: list[Path], writable: bool) ->
     return _outermost(points)
 
 
-def wrap(argv: list[str], config: AgentConfig, *, job_dir: Path, hosts: Path, machine: Machine) -> list[str]:
-    """The bwrap command line that runs argv in the instance sandbox of `config`, whose job lives in
-    job_dir; hosts is its /etc/hosts. Plans only: it reads where symlinks lead, and writes nothing."""
-    command = [machine.bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
-    command += ["--tmpfs", str(SANDBOX_OPT)]
-    for name, target in machine.opt:
-        entry = str(SANDBOX_OPT / name)
-        command += ["--symlink", target, entry] if target is not None else ["--ro-bind", entry, entry]
-    command += ["--bind", str(Path(config.instance_dir) / "ml"), str(SANDBOX_ML)]
-    for path in machine.private:
-        command += ["--tmpfs", str(path)]
+def instance_mounts(config: AgentConfig, *, job_dir: Path, hosts: Path, machine: Machine) -> list[tuple[str, str, str]]:
+    """The instance's own mounts, in order, as (kind, source, target): its /opt/ml, private and hidden
+    directories, what is shown again (steps 2-7 above, less /opt itself). bubblewrap applies them to a
+    cold instance (`wrap`); a warm one applies them in each job's namespace (runtime/namespace.py)."""
+    mounts = [("bind", str(Path(config.instance_dir) / "ml"), str(SANDBOX_ML))]
+    mounts += [("tmpfs", "", str(path)) for path in machine.private]
     hidden = _outermost(p for p in (*machine.hidden, _real(job_dir).parent) if not _under(p, machine.private))
-    for path in hidden:
-        command += ["--tmpfs", str(path)]
+    mounts += [("tmpfs", "", str(path)) for path in hidden]
     covered = [*machine.private, *hidden]
     reads, writes = job_paths(config, job_dir)
     writable = _mount_points(writes, covered, writable=True)
@@ -260,18 +254,49 @@ def wrap(argv: list[str], config: AgentConfig, *, job_dir: Path, hosts: Path, ma
     # report.
     for path in _mount_points((*machine.python, *reads), covered, writable=False):
         if not _under(path, writable):
-            command += ["--ro-bind-try", str(path), str(path)]
-    for path in writable:
-        command += ["--bind", str(path), str(path)]
+            mounts.append(("ro-bind-try", str(path), str(path)))
+    mounts += [("bind", str(path), str(path)) for path in writable]
     if machine.extensions is not None:
-        command += ["--bind-try", str(machine.extensions), str(machine.extensions),
-                    "--setenv", "TORCH_EXTENSIONS_DIR", str(machine.extensions)]
-    command += [
-        "--ro-bind", str(hosts), "/etc/hosts",
-        "--unsetenv", "TMPDIR",
-        "--unshare-uts", "--hostname", config.host,
-        "--unshare-pid",
-        "--die-with-parent",
-        "--",
-    ]
-    return command + argv
+        mounts.append(("bind-try", str(machine.extensions), str(machine.extensions)))
+    mounts.append(("ro-bind", str(hosts), "/etc/hosts"))
+    return mounts
+
+
+def instance_environment(machine: Machine) -> dict[str, str]:
+    return {"TORCH_EXTENSIONS_DIR": str(machine.extensions)} if machine.extensions is not None else {}
+
+
+def _base(machine: Machine) -> list[str]:
+    """The whole file system read-only, the devices, the sandbox's /proc, /opt a tmpfs with this machine's
+    entries of /opt in it (step 1 and the start of step 2)."""
+    command = [machine.bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    command += ["--tmpfs", str(SANDBOX_OPT)]
+    for name, target in machine.opt:
+        entry = str(SANDBOX_OPT / name)
+        command += ["--symlink", target, entry] if target is not None else ["--ro-bind", entry, entry]
+    return command
+
+
+def _isolation(host: str) -> list[str]:
+    return ["--unsetenv", "TMPDIR", "--unshare-uts", "--hostname", host, "--unshare-pid", "--die-with-parent", "--"]
+
+
+def wrap(argv: list[str], config: AgentConfig, *, job_dir: Path, hosts: Path, machine: Machine) -> list[str]:
+    """The bwrap command line that runs argv in the instance sandbox of `config`, whose job lives in
+    job_dir; hosts is its /etc/hosts. Plans only: it reads where symlinks lead, and writes nothing."""
+    command = _base(machine)
+    for kind, source, target in instance_mounts(config, job_dir=job_dir, hosts=hosts, machine=machine):
+        command += [f"--{kind}", target] if kind == "tmpfs" else [f"--{kind}", source, target]
+    for name, value in instance_environment(machine).items():
+        command += ["--setenv", name, value]
+    return command + _isolation(config.host) + argv
+
+
+def warm_wrap(argv: list[str], host: str, *, pool_dir: Path, machine: Machine) -> list[str]:
+    """The bwrap command line of a warm instance (runtime/warm.py): no job's mounts, which each job's
+    namespace makes for itself from this machine's file system, shown under HOST_VIEW with the
+    capability to mount it (inside the sandbox's user namespace only); its own directory read-write."""
+    from shipyard.runtime.namespace import HOST_VIEW
+
+    return [*_base(machine), "--bind", "/", str(HOST_VIEW), "--bind", str(pool_dir), str(pool_dir),
+            "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", *_isolation(host), *argv]

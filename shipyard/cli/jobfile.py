@@ -295,6 +295,7 @@ class RunOptions:
     max_retry_attempts: int | None = None
     backend: str | None = None
     follow_symlinks: bool | None = None
+    keep_alive_period_in_seconds: int | None = None
 
 
 def build_request(target: str, options: RunOptions) -> JobRequest:
@@ -319,6 +320,7 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
         "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
         "spot_without_checkpoints": options.spot_without_checkpoints, "follow_symlinks": options.follow_symlinks,
+        "keep_alive_period_in_seconds": options.keep_alive_period_in_seconds,
     }
     args.update({k: v for k, v in scalars.items() if v is not None})
     if options.hyperparameters:

@@ -126,6 +126,8 @@ Examples:
 @click.option("--backend", help="Where instances run: local (default, or SHIPYARD_BACKEND) or ray (docs/ray.md).")
 @click.option("--follow-symlinks/--no-follow-symlinks", default=None,
               help="Upload what links in the source dir that point outside it point to (default: refuse them).")
+@click.option("--keep-alive", "keep_alive_period_in_seconds", type=int, metavar="SECONDS",
+              help="Keep the instances warm this long after the job for the next matching job (0-21600).")
 @click.option("--detach", is_flag=True, help="Print the job name and return; the job keeps running.")
 @click.option("--dry-run", is_flag=True, help="Print what each instance would run; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
@@ -222,9 +224,6 @@ def list_jobs(status: str | None, limit: int | None) -> None:
     """A table of jobs, newest first; a job waiting for capacity shows its place in the queue."""
     import time
 
-    from rich.console import Console
-    from rich.table import Table
-
     from shipyard.control.reconcile import reconcile
     from shipyard.store.queue import CapacityQueue, ordinal
 
@@ -233,15 +232,11 @@ def list_jobs(status: str | None, limit: int | None) -> None:
     records = [r if r.terminal else reconcile(store, r.name) for r in store.list_jobs()]
     records = [r for r in records if status is None or r.status == status][:limit]
     places = {name: place for place, name in enumerate(CapacityQueue(store).waiting(), start=1)}
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(console.width, 160))  # piped: no wrapped rows
+    console = _table_console()
     if not records:
         console.print("no jobs" + (f" with status {status}" if status else ""))
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("NAME", "STATUS", "SECONDARY STATUS", "CREATED", "DURATION"):
-        table.add_column(column, no_wrap=True)
+    table = _table("NAME", "STATUS", "SECONDARY STATUS", "CREATED", "DURATION")
     now = time.time()
     for r in records:
         end = (r.training_end_time or r.last_modified_time) if r.terminal else now
@@ -251,6 +246,24 @@ def list_jobs(status: str | None, limit: int | None) -> None:
                       time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.creation_time)),
                       _duration(end - r.creation_time))
     console.print(table)
+
+
+def _table_console():
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 160))  # piped: no wrapped rows
+    return console
+
+
+def _table(*columns: str):
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    return table
 
 
 def _status(value: str | None) -> str | None:
@@ -320,6 +333,18 @@ def stop(job: str) -> None:
 
 @jobs.command()
 @click.argument("job")
+@click.option("--keep-alive", "keep_alive", type=click.IntRange(0, 21600), required=True, metavar="SECONDS",
+              help="The job's new keep-alive period, counted from when it ended; 0 releases its warm pool.")
+def update(job: str, keep_alive: int) -> None:
+    """Change how long JOB's warm pool is kept (UpdateTrainingJob); `--keep-alive 0` releases it."""
+    from shipyard.sdk.job import TrainingJob
+
+    TrainingJob(job, _store()).update(keep_alive)
+    click.echo(f"{job}: keep-alive {keep_alive} s")
+
+
+@jobs.command()
+@click.argument("job")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 def logs(job: str, follow: bool) -> None:
     """Every host's log, each line prefixed by its host."""
@@ -370,6 +395,44 @@ def tensorboard(job_or_path: str, out: str) -> None:
     if not export(job_or_path, out):
         raise NotFoundError(f"no saved tensors in {job_or_path}")
     click.echo(out)
+
+
+@cli.group()
+def pools() -> None:
+    """Warm pools: instances kept alive after a job for the next matching one (docs/warm-pools.md)."""
+
+
+@pools.command("list")
+@click.option("--all", "everything", is_flag=True, help="Terminated pools too.")
+def list_pools(everything: bool) -> None:
+    """Each pool: status, instances, the job on it or last on it, time left."""
+    import time
+
+    from shipyard.control.pools import reconcile_pools
+    from shipyard.store.pools import PoolStore
+
+    store = _store()
+    reconcile_pools(store)
+    listed = PoolStore(store).list(include_terminated=everything)
+    console = _table_console()
+    if not listed:
+        console.print("no warm pools" + ("" if everything else " in use or available (--all shows ended ones)"))
+        return
+    table = _table("POOL", "STATUS", "INSTANCES", "JOB", "EXPIRES IN / ENDED")
+    for pool in listed:
+        left = f"{max(0, pool.expires_at - time.time()):.0f} s" if pool.expires_at else (pool.end_reason or "")
+        table.add_row(pool.name, pool.status, f"{pool.instance_count} x {pool.instance_type}", pool.job, left)
+    console.print(table)
+
+
+@pools.command("release")
+@click.argument("pool")
+def release_pool(pool: str) -> None:
+    """End an Available pool now (its instances stop, its billing with them)."""
+    from shipyard.store.pools import PoolStore
+
+    PoolStore(_store()).release(pool)
+    click.echo(f"{pool}: Terminated")
 
 
 @cli.group()

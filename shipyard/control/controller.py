@@ -111,6 +111,9 @@ class JobController:
         self.watchers: list = []
         self.ending: Decision | None = None   # what ends the job (FAILING, STOPPING)
         self.restart_message = ""
+        self.pools = None          # store/pools.py, for a job with keep_alive_period_in_seconds
+        self.pool: str | None = None   # the warm pool the job runs on: one it claimed, or its own
+        self.claimed = False       # the pool was another job's: its instances are attached, not started
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
@@ -142,6 +145,7 @@ class JobController:
         self.first_started_at = record.training_start_time or self.started_at
         if record.training_start_time is None:
             self.store.update_job(self.name, training_start_time=self.started_at)
+        self._pool_started()
         self.spot = SpotSimulator(self.spec)
         self.watchers = start_watchers(self.spec, self.job_dir, self.store)
         self.last_watch = 0.0
@@ -174,7 +178,13 @@ class JobController:
         self.started_at = time.time()
         self.attempt_clock = time.monotonic()  # max_run counts from when the instances have somewhere to run
         kept = {i.host: i for i in keep}
-        self.instances = [kept.get(p.host) or backend.start(p) for p in plans]
+        start = backend.start
+        if self.claimed and self.attempt == 1:
+            from shipyard.backends.pool import attach, member_dir
+
+            def start(plan):
+                return attach(plan, member_dir(self.home, self.pool, plan.host))
+        self.instances = [kept.get(p.host) or start(p) for p in plans]
         self.kept = tuple(keep)
         self.download_reported = False
         self.exit_codes: dict[str, int] = {}
@@ -242,6 +252,10 @@ class JobController:
             return State.STOPPED
         if self.queue is None:
             self.queue, self.detected = CapacityQueue(self.store), detect()
+        if self._claim_pool():
+            self.queue.leave(self.name)
+            self.start()
+            return State.RUNNING
         decision = self.queue.admit(self.name, side_by_side(self.detected), self.detected.gpus)
         if isinstance(decision, Wait):
             self.queued_since = self.queued_since or time.monotonic()
@@ -258,6 +272,85 @@ class JobController:
                                   f"Waited {waited:.1f} s for capacity; starting the instances")
         self.start()
         return State.RUNNING
+
+    # -- warm pools (store/pools.py, backends/pool.py) ------------------------------------------------
+    def _claim_pool(self) -> bool:
+        """A job with keep_alive takes a matching Available pool if there is one (its instances are
+        attached, so no capacity is needed beyond the pool's)."""
+        spec = self.spec
+        if not spec.keep_alive_period_in_seconds or spec.backend != "local":
+            return False
+        from shipyard.control.pools import reconcile_pools
+        from shipyard.store.pools import PoolStore
+
+        self.pools = PoolStore(self.store)
+        reconcile_pools(self.store)
+        pool = self.pools.claim(self.name, instance_type=spec.instance_type, instance_count=spec.instance_count,
+                                backend=spec.backend, keep_alive=spec.keep_alive_period_in_seconds)
+        if pool is None:
+            return False
+        self.pool, self.claimed = pool.name, True
+        self.store.add_event(self.name, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
+                             f"{spec.instance_count} of its {pool.instance_count} instance(s)")
+        self.store.transition(self.name, "InProgress", "Starting", f"Reusing warm pool {pool.name}")
+        return True
+
+    def _pool_started(self) -> None:
+        """This job's instances boot warm: they are a new pool, named after the job, kept by this controller."""
+        if self.claimed or not any(getattr(i.plan, "warm", None) for i in self.instances):
+            return
+        import psutil
+
+        from shipyard.backends.pool import PRELOAD
+        from shipyard.store.pools import PoolStore
+
+        spec = self.spec
+        self.pools = self.pools or PoolStore(self.store)
+        self.pool = self.name
+        me = psutil.Process()
+        self.pools.create(self.name, instance_type=spec.instance_type, instance_count=spec.instance_count,
+                          backend=spec.backend, keep_alive=spec.keep_alive_period_in_seconds,
+                          keeper=(me.pid, me.create_time()), members={},
+                          preload=PRELOAD.get(spec.framework or "", ()))
+
+    def _leave_pool(self) -> None:
+        """Before the final status: keep the pool (Available for keep_alive) or end it, as SageMaker does
+        (control/pools.py `keeps_pool`)."""
+        if self.pool is None:
+            return
+        from shipyard.control.pools import keeps_pool
+
+        reason = self.ending.reason if isinstance(self.ending, Fail) else None
+        if keeps_pool(self.state.name, reason) and all(i.poll() is not None for i in self.instances):
+            for instance in self.instances:
+                instance.detach()
+            pool = self.pools.keep(self.name)
+            self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for "
+                                 f"{self.spec.keep_alive_period_in_seconds} s")
+        else:
+            self._drop_pool(f"not kept after job {self.name}: {(reason or self.state.name).splitlines()[0]}")
+
+    def _drop_pool(self, reason: str) -> None:
+        """End the pool; instances this controller started stop now (the next attempt starts cold)."""
+        if self.pool is None:
+            return
+        from shipyard.backends.pool import stop
+
+        self.pools.terminate(self.pool, reason)
+        if not self.claimed:
+            for instance in self.instances:
+                if getattr(instance, "process", None) is not None:
+                    stop(instance.process)
+        self.pool, self.claimed = None, False
+
+    def keep_pool(self) -> None:
+        """After the job: the keeper of the pool it started stays, as its instances' parent, until the
+        pool ends (control/pools.py)."""
+        if self.pool is None or self.claimed:
+            return
+        from shipyard.control.pools import keep
+
+        keep(self.store, self.pool, self.instances)
 
     def _reconcile_dead(self, blockers: tuple) -> None:
         """A job ahead whose controller died would hold its capacity or its place forever: whoever waits
@@ -294,6 +387,7 @@ class JobController:
 
         self._shutdown(FAILURE_GRACE_SECONDS)
         self._end_attempt("Failed", decision.reason)
+        self._drop_pool(f"not kept after a platform failure of job {self.name}")
         self.keep, self.restart_message = (), record_retry(self.store, self.name, decision.reason)
         return State.RESTARTING
 
@@ -521,6 +615,7 @@ class JobController:
             self.store.add_event(self.name, "warning", problem)
         finish_all(self.watchers, self.store, self.name)
         self._upload()
+        self._leave_pool()
         if self.state is State.UPLOADING:
             self._finish("Completed", "Completed")
             return State.COMPLETED
@@ -614,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m shipyard.control.controller JOB [--continue]", file=sys.stderr)
         return 2
-    JobController(shipyard_home(), args[0], continuing).run()
+    controller = JobController(shipyard_home(), args[0], continuing)
+    controller.run()
+    controller.keep_pool()
     return 0
 
 

@@ -96,6 +96,8 @@ def describe_record(store: Store, record: JobRecord) -> dict:
             for a in attempts
         ],
     }
+    if spec.keep_alive_period_in_seconds:
+        _warm_pool(store, spec, description, instance_type)
     if spec.checkpoint_s3_uri:
         description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
     if spec.profiler_config is not None:
@@ -118,6 +120,28 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     if warnings:
         description["Warnings"] = warnings
     return description
+
+
+def _warm_pool(store: Store, spec, description: dict, instance_type) -> None:
+    """KeepAlivePeriodInSeconds (as updated since) and WarmPoolStatus; the retained time is billed at the
+    instances' price, as SageMaker bills it (ResourceRetainedBillableTimeInSeconds x InstanceCount)."""
+    from shipyard.control.pools import reconcile_pools
+    from shipyard.store.pools import PoolStore
+
+    pools = PoolStore(store)
+    reconcile_pools(store)
+    use = pools.use(spec.job_name)
+    if use is None:   # not started yet, or it ran without a sandbox (no warm pool there)
+        description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = spec.keep_alive_period_in_seconds
+        return
+    description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = use["keep_alive"]
+    status = description["WarmPoolStatus"] = pools.warm_pool_status(spec.job_name)
+    cost = description.get("Cost")
+    if cost is not None and instance_type is not None:
+        price = instance_type.on_demand_usd_per_hour
+        retained = round(status["ResourceRetainedBillableTimeInSeconds"] * spec.instance_count * price / 3600, 6)
+        cost["WarmPoolRetainedAmount"] = retained
+        cost["Amount"] = round(cost["Amount"] + retained, 6)
 
 
 def _expected_model(spec) -> str:

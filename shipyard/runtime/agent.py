@@ -26,7 +26,7 @@ from shipyard.contract.environment import TrainingEnvironment
 from shipyard.contract.layout import Layout
 from shipyard.errors import ShipyardError
 from shipyard.registry import Registry
-from shipyard.runtime import launchers
+from shipyard.runtime import launchers, zygote
 from shipyard.runtime.config import AgentConfig
 from shipyard.runtime.control import CONTROL_FILE, CONTROL_POLL_SECONDS, ControlChannel
 from shipyard.runtime.events import EventWriter
@@ -200,7 +200,7 @@ class Agent:
     def execute(self, argv: list[str], env: dict[str, str], sidecars: list = ()) -> int:
         self._check_stop()
         self.say("running: " + " ".join(argv))
-        self.child = subprocess.Popen(
+        self.child = zygote.popen(   # forked from the warm instance's zygote when there is one
             argv, cwd=self.layout.code_dir, env=env, stdin=subprocess.DEVNULL,
             stdout=self.log_fd, stderr=self.log_fd,
         )

@@ -56,6 +56,9 @@ def _watch_init(module) -> None:
         return original(*args, **kwargs)
 
     module.init_process_group = init_process_group
+    dist = sys.modules.get("torch.distributed")   # imported already (a warm zygote): its own name too
+    if dist is not None and getattr(dist, "init_process_group", None) is original:
+        dist.init_process_group = init_process_group
 
 
 def _destroy_gloo_group() -> None:

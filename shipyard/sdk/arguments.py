@@ -68,7 +68,6 @@ MEANINGLESS_HERE = frozenset({
 })
 
 NOT_YET = {
-    "keep_alive_period_in_seconds": "warm pools",
     "instance_groups": "heterogeneous clusters",
     "model_uri": "model channels",
     "model_channel_name": "model channels",

@@ -123,6 +123,16 @@ class EstimatorBase:
     def logs(self) -> None:
         self._require_job().logs()
 
+    def update(self, keep_alive_period_in_seconds: int | None = None, **unsupported: Any) -> None:
+        """SageMaker's `update_training_job` for the latest job: a new keep-alive period for its warm pool
+        (0 releases it). Profiler and resource updates are not supported."""
+        if unsupported:
+            raise ValidationError(next(iter(unsupported)), next(iter(unsupported.values())),
+                                  "only keep_alive_period_in_seconds can be updated here")
+        if keep_alive_period_in_seconds is None:
+            raise ValidationError("keep_alive_period_in_seconds", None, "give the new period in seconds (0 releases)")
+        self._require_job().update(keep_alive_period_in_seconds)
+
     def _require_job(self) -> TrainingJob:
         if self.latest_training_job is None:
             raise ValidationError("latest_training_job", None, "no job has run yet; call fit() first")

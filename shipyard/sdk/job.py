@@ -25,6 +25,20 @@ class TrainingJob:
         reconcile(self.store, self.name)
         self.store.request_stop(self.name)
 
+    def update(self, keep_alive_period_in_seconds: int) -> None:
+        """UpdateTrainingJob's ResourceConfig.KeepAlivePeriodInSeconds: how long the job's warm pool stays
+        Available after the job, counted from its end; 0 releases it."""
+        from shipyard.control.pools import reconcile_pools
+        from shipyard.errors import ValidationError
+        from shipyard.spec.job import MAX_KEEP_ALIVE
+        from shipyard.store.pools import PoolStore
+
+        if not 0 <= keep_alive_period_in_seconds <= MAX_KEEP_ALIVE:
+            raise ValidationError("keep_alive_period_in_seconds", keep_alive_period_in_seconds,
+                                  f"must be 0-{MAX_KEEP_ALIVE} seconds; 0 releases the warm pool")
+        reconcile_pools(self.store)
+        PoolStore(self.store).update_keep_alive(self.name, keep_alive_period_in_seconds)
+
     def wait(self, logs: Any = "All", quiet: bool = False) -> dict:
         """Block until the job ends; with logs, show its log lines and status changes as they happen.
         A job that ends other than Completed raises, except Stopped, which only warns (as SageMaker)."""

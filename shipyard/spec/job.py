@@ -23,6 +23,7 @@ ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # would reach the script as another option (`----x`) or split in two.
 HYPERPARAMETER_KEY_RE = re.compile(r"^[^-\s][^\s]*$")
 MAX_HYPERPARAMETERS = 100
+MAX_KEEP_ALIVE = 21600
 
 
 class MetricDefinition(UserModel):
@@ -105,6 +106,9 @@ class JobSpec(UserModel):
     # No training progress on any rank for this long is a hang (0: never, and the SDK warns); see
     # runtime/heartbeat.py.
     hang_timeout_seconds: float = Field(default=300.0, ge=0)
+    # Keep the instances warm this long after the job ends, for the next matching job (docs/warm-pools.md).
+    # SageMaker's API allows 0-21600 s; 0 or None: no warm pool.
+    keep_alive_period_in_seconds: int | None = None
     # Debugger and profiler rules evaluated beside the job (shipyard/spec/rules.py).
     rules: tuple[RuleConfig, ...] = ()
     # Tensors the debugger hook saves (None: no hook, nothing imported into the training processes).
@@ -148,6 +152,14 @@ class JobSpec(UserModel):
                                       "(docs/contract.md) and would be overwritten; use another name")
             if len(item) > 512:
                 raise ValueError(f"environment variable {key!r} is longer than 512 characters")
+        return value
+
+    @field_validator("keep_alive_period_in_seconds")
+    @classmethod
+    def _keep_alive(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_KEEP_ALIVE:
+            raise ValidationError("keep_alive_period_in_seconds", value, f"must be 0-{MAX_KEEP_ALIVE} seconds "
+                                  "(SageMaker's range); 0 keeps no warm pool")
         return value
 
     @field_validator("checkpoint_local_path")
@@ -194,6 +206,10 @@ class JobSpec(UserModel):
                                  "interruption; set checkpoint_s3_uri, or spot_without_checkpoints=True to accept that")
         elif self.max_wait is not None:
             raise ValueError("max_wait applies to spot jobs only; set use_spot_instances=True or remove it")
+        if self.use_spot_instances and self.keep_alive_period_in_seconds:
+            raise ValidationError("keep_alive_period_in_seconds", self.keep_alive_period_in_seconds,
+                                  "warm pools cannot be combined with use_spot_instances (as on SageMaker: spot "
+                                  "capacity is taken back, a pool would hold it); remove one of them")
         if self.spot_simulation is not None and not self.use_spot_instances:
             raise ValueError("spot_simulation needs use_spot_instances=True")
         return self

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from shipyard.spec.statuses import TERMINAL_STATUSES
+from shipyard.store import pools
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue (
@@ -108,7 +109,7 @@ class CapacityQueue:
 
     def __init__(self, store) -> None:
         self.store = store
-        store.create_tables(SCHEMA)
+        store.create_tables(SCHEMA + pools.SCHEMA)
 
     def enqueue(self, job: str, instances: int, gpus: int) -> None:
         """Put a recorded job at the end of the queue (the submitting client, before its controller starts)."""
@@ -121,9 +122,12 @@ class CapacityQueue:
         with self.store._tx() as db:
             rows = db.execute(
                 "SELECT q.job, q.instances, q.gpus, q.granted, j.controller_pid, j.controller_started,"
-                " j.creation_time, j.status FROM queue q LEFT JOIN jobs j ON j.name = q.job ORDER BY q.seq"
+                " j.creation_time, j.status, p.status FROM queue q LEFT JOIN jobs j ON j.name = q.job"
+                " LEFT JOIN pools p ON p.name = q.job ORDER BY q.seq"
             ).fetchall()
-            ended = [row[0] for row in rows if row[7] is None or row[7] in TERMINAL_STATUSES]
+            # A job that ended keeps its capacity while the warm pool it started lives (store/pools.py).
+            ended = [row[0] for row in rows if (row[7] is None or row[7] in TERMINAL_STATUSES)
+                     and row[8] in (None, "Terminated")]
             # Ended jobs' entries go: their capacity was released when they ended; this keeps the table short.
             db.executemany("DELETE FROM queue WHERE job=?", [(name,) for name in ended])
             entries = [_entry(row) for row in rows if row[0] not in ended]
@@ -136,6 +140,11 @@ class CapacityQueue:
         entries = [replace(e, granted=admitted[e.job]) if e.job in admitted else e for e in entries]
         return decision(entries, job, limit, gpus)
 
+    def leave(self, job: str) -> None:
+        """`job` runs on a warm pool, whose capacity is held already."""
+        with self.store._tx() as db:
+            db.execute("DELETE FROM queue WHERE job=?", (job,))
+
     def waiting(self) -> list[str]:
         """The jobs waiting for capacity, first in line first."""
         with self.store._tx() as db:
@@ -147,7 +156,7 @@ class CapacityQueue:
 
 
 def _entry(row: tuple) -> Entry:
-    job, instances, gpus, granted, pid, started, created, _status = row
+    job, instances, gpus, granted, pid, started, created, _status, _pool = row
     return Entry(job, instances, gpus, None if granted is None else tuple(json.loads(granted)), pid, started, created)
 
 

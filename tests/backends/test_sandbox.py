@@ -189,7 +189,8 @@ def test_compiled_torch_extensions_are_kept_across_jobs(tmp_path, monkeypatch):
     """Every instance's home is empty: DeepSpeed would build its ops again in every job (~100 s)."""
     cache = Path("/home/u/.cache/shipyard/torch_extensions")
     options = _mounts(_wrap(_config(), machine=dataclasses.replace(MACHINE, extensions=cache)))
-    assert options[-8:-6] == [("--bind-try", str(cache), str(cache)), ("--setenv", "TORCH_EXTENSIONS_DIR", str(cache))]
+    assert ("--bind-try", str(cache), str(cache)) in options
+    assert ("--setenv", "TORCH_EXTENSIONS_DIR", str(cache)) in options
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     assert sandbox.extension_cache() == tmp_path / "cache" / "shipyard" / "torch_extensions"

@@ -27,8 +27,8 @@ def test_meaningless_argument_warns_once(script):
 
 
 def test_unbuilt_capability_is_refused_not_ignored(script):
-    with pytest.raises(ValidationError, match="keep_alive_period_in_seconds.*not supported"):
-        PyTorch(entry_point="train.py", source_dir=str(script), keep_alive_period_in_seconds=600)
+    with pytest.raises(ValidationError, match="instance_groups.*not supported"):
+        PyTorch(entry_point="train.py", source_dir=str(script), instance_groups=["x"])
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,11 @@ def test_unbuilt_capability_is_refused_not_ignored(script):
      ({"use_spot_instances": True, "max_run": 100, "max_wait": 50, "checkpoint_s3_uri": "file:///tmp/c"},
       r"max_wait \(50\) must be >= max_run \(100\)"),
      ({"use_spot_instances": True, "max_run": 100, "max_wait": 200}, "without checkpoint_s3_uri"),
-     ({"max_wait": 200}, "spot jobs only")],
+     ({"max_wait": 200}, "spot jobs only"),
+     ({"keep_alive_period_in_seconds": -1}, r"keep_alive_period_in_seconds.*-1.*0-21600"),
+     ({"keep_alive_period_in_seconds": 21601}, r"keep_alive_period_in_seconds.*21601.*0-21600"),
+     ({"use_spot_instances": True, "max_wait": 86400, "checkpoint_s3_uri": "file:///tmp/c",
+       "keep_alive_period_in_seconds": 60}, "cannot be combined with use_spot_instances")],
 )
 def test_spot_rules(home, script, kwargs, message):
     with pytest.raises(ValidationError, match=message):

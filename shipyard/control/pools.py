@@ -1,0 +1,74 @@
+"""What happens to a warm pool (store/pools.py) around its jobs: whether a job's end keeps it
+(`keeps_pool`, SageMaker's rule), the keeper that holds its instances until it ends (`keep`), and the
+reconciliation any reader runs so a pool whose keeper died is never shown as usable."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from shipyard.spec.statuses import TERMINAL_STATUSES
+
+KEEPER_POLL_SECONDS = 0.25
+# A job on the pool that ended without handing it back (its controller died) gives the pool up after this.
+ORPHAN_SECONDS = 3.0
+
+
+def keeps_pool(ending: str, failure_reason: str | None) -> bool:
+    """SageMaker keeps a warm pool after a job that completed, that was stopped once its instances were
+    up, or that failed with the script's own (algorithm or client) error; not after a failure that may
+    leave the instances unhealthy (a platform error). `ending`: the controller state the job ends from."""
+    if ending in ("UPLOADING", "STOPPING"):
+        return True
+    return ending == "FAILING" and not (failure_reason or "").startswith("InternalServerError")
+
+
+def _alive(pid: int | None, started: float | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        process = psutil.Process(pid)
+        if started is not None and abs(process.create_time() - started) > 1:
+            return False
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def reconcile_pools(store) -> None:
+    """A pool whose keeper died lost its instances with it (they die with their parent): Terminated."""
+    from shipyard.store.pools import PoolStore
+
+    pools = PoolStore(store)
+    for pool in pools.list(include_terminated=False):
+        if not _alive(pool.keeper_pid, pool.keeper_started):
+            pools.terminate(pool.name, f"its keeper (the controller of job {pool.name}) is gone")
+
+
+def keep(store, name: str, instances: list) -> None:
+    """Be the pool's keeper until it ends: expire it, end it when a warm process died or the job on it
+    ended without handing it back, then stop its instances."""
+    from shipyard.backends.pool import stop
+    from shipyard.store.pools import PoolStore
+
+    pools = PoolStore(store)
+    orphaned_since = None
+    while True:
+        pool = pools.get(name)
+        if pool.status == "Terminated":
+            break
+        dead = [i.host for i in instances if i.process.poll() is not None]
+        if dead:
+            pools.terminate(name, f"warm instance {', '.join(dead)} died")
+        elif pool.status == "Available" and time.time() >= pool.expires_at:
+            pools.terminate(name, "keep-alive period ended", only_if="Available")
+        elif pool.status == "InUse" and store.get_job(pool.job).status in TERMINAL_STATUSES:
+            orphaned_since = orphaned_since or time.monotonic()
+            if time.monotonic() - orphaned_since > ORPHAN_SECONDS:
+                pools.terminate(name, f"job {pool.job} ended without handing the pool back", only_if="InUse")
+        else:
+            orphaned_since = None
+        time.sleep(KEEPER_POLL_SECONDS)
+    for instance in instances:
+        stop(instance.process)

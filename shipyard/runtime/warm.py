@@ -1,0 +1,151 @@
+"""A warm instance: `python -m shipyard.runtime.warm DIR [--preload MODULE]...`, the one process a warm
+sandbox starts (backends/sandbox.py `warm_wrap`). It imports the job's framework once and then runs job
+after job, each asked for by a job's controller over DIR/warm.sock (backends/pool.py):
+
+    request  {"config": agent.json, "instance_dir", "log_path", "mounts": [...], "env": {...}}
+                                                                      -> {"started": true}
+    the job's agent ends                                              -> {"exit": code}
+
+For each job it forks a process that makes the job's own mount namespace (runtime/namespace.py: its
+/opt/ml, inputs, outputs, a fresh /tmp, /var/tmp, /dev/shm and home), drops every capability, forks the
+job's zygote (runtime/zygote.py: this interpreter, framework imported, nothing of any job's) and runs the
+instance agent (runtime/agent.py) as a cold instance would; the agent's Python commands are forked from
+the zygote. When the job's agent has ended, or its controller's connection closed (the controller died:
+what bubblewrap's --die-with-parent does for a cold instance), every process the job left is killed, so
+the next job finds this process and nothing else. Nothing of a job survives it but the warm pool cache
+directory (SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY), by design."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from shipyard.runtime import zygote
+
+SOCKET_NAME = "warm.sock"
+READY_FILE = "ready"   # written once the framework is imported and the socket listens
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m shipyard.runtime.warm DIR [--preload MODULE]...", file=sys.stderr)
+        return 2
+    directory, preload = args[0], [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--preload"]
+    for module in preload:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:   # the job imports it itself then, and says what is wrong
+            print(f"shipyard warm: {module} not preloaded: {exc}", file=sys.stderr)
+    server = zygote.listen(directory, SOCKET_NAME)
+    with open(os.path.join(directory, READY_FILE), "w") as ready:
+        ready.write(f"{zygote.threads()}\n")
+    while True:
+        connection = server.accept()[0]
+        try:
+            _serve_job(server, connection)
+        except Exception:
+            traceback.print_exc()
+        finally:
+            connection.close()
+            _sweep()
+
+
+def _serve_job(server: socket.socket, connection: socket.socket) -> None:
+    request, _ = zygote.receive(connection)
+    if request is None:
+        return
+    pid = os.fork()
+    if pid == 0:
+        server.close()
+        connection.close()
+        _run_job(request)   # never returns
+    zygote.send(connection, {"started": True})
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            zygote.send(connection, {"exit": os.waitstatus_to_exitcode(status)})
+            return
+        if select.select([connection], [], [], 0.05)[0]:
+            message, _ = zygote.receive(connection)
+            if message is None:   # the job's controller is gone: so is its job
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+
+
+def _run_job(request: dict) -> None:
+    """In the forked child: become the job's instance agent, in the job's namespace."""
+    from shipyard.runtime import namespace
+
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        namespace.enter(request["mounts"])
+        namespace.drop_capabilities()
+        log = os.open(request["log_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.environ.update(request.get("env", {}))
+        os.chdir("/")
+        if zygote.threads() == 1:   # forking is safe only single-threaded
+            server = zygote.listen(request["instance_dir"])
+            if os.fork() == 0:   # before any of the agent's own imports
+                _die_with_parent()
+                zygote.serve(server)
+                os._exit(0)
+            server.close()
+            os.environ[zygote.ENV_SOCKET] = request["instance_dir"]
+        from shipyard.runtime.agent import Agent
+        from shipyard.runtime.config import AgentConfig
+
+        config = AgentConfig.read(Path(request["config"]))
+
+        code = Agent(config).run()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+
+def _sweep() -> None:
+    """Kill every process in the sandbox but bubblewrap's init and this one: whatever a job left."""
+    mine = {1, os.getpid()}
+    for _ in range(50):
+        left = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in mine]
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

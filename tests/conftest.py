@@ -47,6 +47,15 @@ def home(tmp_path, monkeypatch):
                 except psutil.NoSuchProcess:
                     pass
                 kill_leftovers(record.name, store.job_dir(record.name))
+        from shipyard.control.pools import reconcile_pools
+        from shipyard.store.pools import PoolStore
+
+        for pool in PoolStore(store).list(include_terminated=False):  # keepers outlive their jobs
+            try:
+                psutil.Process(pool.keeper_pid).kill()  # their warm sandboxes die with them
+            except psutil.NoSuchProcess:
+                pass
+        reconcile_pools(store)
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,11 @@ class WarmInstance:
     def location(self) -> str:
         return f"warm pid {self.warm_pid}" if self.warm_pid else f"pid {self.process.pid} (booting)"
 
+    @property
+    def started(self) -> bool:
+        """Whether the job reached the warm process (a sandbox still booting has not)."""
+        return self.sock is not None or self.code is not None and self.warm_pid is not None
+
     def _ready(self) -> bool:
         """Whether the warm process listens; a booting one that died or took too long ended the job."""
         if self.sock is not None:
@@ -167,9 +172,10 @@ def stop(process: subprocess.Popen) -> None:
 
 def _warm_pid(directory: Path) -> int | None:
     """The warm process's pid on this machine (inside the sandbox it is 2)."""
-    marker = str(directory)
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "shipyard.runtime.warm" in cmdline and marker in cmdline:
+        # python -m shipyard.runtime.warm DIR ...: the interpreter itself, not bubblewrap, whose command
+        # line holds the same words
+        if cmdline[1:4] == ["-m", "shipyard.runtime.warm", str(directory)]:
             return proc.pid
     return None

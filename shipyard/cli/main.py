@@ -404,8 +404,10 @@ def pools() -> None:
 
 @pools.command("list")
 @click.option("--all", "everything", is_flag=True, help="Terminated pools too.")
-def list_pools(everything: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Every field, as JSON.")
+def list_pools(everything: bool, as_json: bool) -> None:
     """Each pool: status, instances, the job on it or last on it, time left."""
+    import dataclasses
     import time
 
     from shipyard.control.pools import reconcile_pools
@@ -414,6 +416,9 @@ def list_pools(everything: bool) -> None:
     store = _store()
     reconcile_pools(store)
     listed = PoolStore(store).list(include_terminated=everything)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(pool) for pool in listed], indent=2))
+        return
     console = _table_console()
     if not listed:
         console.print("no warm pools" + ("" if everything else " in use or available (--all shows ended ones)"))

@@ -217,6 +217,10 @@ class JobController:
 
         attempts = self.store.attempts(self.name)
         self.attempt = len(attempts) + 1
+        if self.spec.keep_alive_period_in_seconds:
+            from shipyard.control.pools import abandon
+
+            abandon(self.store, self.name, "the controller of its job died")
         self.run_seconds = sum(a["end_time"] - a["start_time"] for a in attempts if a["end_time"])
         # Taken before the new instances start: the lines before were scraped by the dead controller (all
         # but what was printed in its last poll interval), the lines after are this attempt's.
@@ -253,8 +257,13 @@ class JobController:
         if self.queue is None:
             self.queue, self.detected = CapacityQueue(self.store), detect()
         if self._claim_pool():
+            try:
+                self.start()
+            except OSError as exc:   # a warm process died after the claim: the job starts otherwise
+                self._drop_pool(f"warm instance unreachable when job {self.name} claimed it: {exc}")
+                self.store.add_event(self.name, "warning", f"warm pool unreachable ({exc}); starting cold")
+                return State.QUEUED
             self.queue.leave(self.name)
-            self.start()
             return State.RUNNING
         decision = self.queue.admit(self.name, side_by_side(self.detected), self.detected.gpus)
         if isinstance(decision, Wait):
@@ -297,7 +306,11 @@ class JobController:
 
     def _pool_started(self) -> None:
         """This job's instances boot warm: they are a new pool, named after the job, kept by this controller."""
-        if self.claimed or not any(getattr(i.plan, "warm", None) for i in self.instances):
+        if self.claimed or not self.spec.keep_alive_period_in_seconds or self.attempt > 1:
+            return
+        if not any(getattr(i.plan, "warm", None) for i in self.instances):
+            self.store.add_event(self.name, "warning", "no warm pool: warm instances need the sandbox "
+                                 f"({self.instances[0].plan.sandbox_problem or 'backend ' + self.spec.backend})")
             return
         import psutil
 
@@ -321,14 +334,16 @@ class JobController:
         from shipyard.control.pools import keeps_pool
 
         reason = self.ending.reason if isinstance(self.ending, Fail) else None
-        if keeps_pool(self.state.name, reason) and all(i.poll() is not None for i in self.instances):
+        up = all(i.started for i in self.instances)
+        if up and keeps_pool(self.state.name, reason):
             for instance in self.instances:
                 instance.detach()
             pool = self.pools.keep(self.name)
             self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for "
                                  f"{self.spec.keep_alive_period_in_seconds} s")
-        else:
-            self._drop_pool(f"not kept after job {self.name}: {(reason or self.state.name).splitlines()[0]}")
+            return
+        reason = (reason or self.state.name) if up else "its instances were not up yet"
+        self._drop_pool(f"not kept after job {self.name}: {reason.splitlines()[0]}")
 
     def _drop_pool(self, reason: str) -> None:
         """End the pool; instances this controller started stop now (the next attempt starts cold)."""

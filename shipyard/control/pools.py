@@ -46,6 +46,16 @@ def reconcile_pools(store) -> None:
             pools.terminate(pool.name, f"its keeper (the controller of job {pool.name}) is gone")
 
 
+def abandon(store, job: str, reason: str) -> None:
+    """The pool `job` runs on is no longer trusted (its job's controller died mid-run): Terminated."""
+    from shipyard.store.pools import PoolStore
+
+    pools = PoolStore(store)
+    use = pools.use(job)
+    if use is not None and pools.get(use["pool"]).job == job:
+        pools.terminate(use["pool"], f"not kept: {reason}", only_if="InUse")
+
+
 def keep(store, name: str, instances: list) -> None:
     """Be the pool's keeper until it ends: expire it, end it when a warm process died or the job on it
     ended without handing it back, then stop its instances."""

@@ -192,7 +192,7 @@ def _become(request: dict, fds: list[int]) -> None:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(argv[0], run_name="__main__")
+            _run_script(argv[0])
         code = 0
     except _SystemExit as exc:
         code = exc.code
@@ -201,6 +201,24 @@ def _become(request: dict, fds: list[int]) -> None:
         sys.excepthook(type(exc), exc, exc.__traceback__)
         code = 1
     _exit(code)
+
+
+def _run_script(path: str) -> None:
+    """As `python SCRIPT` runs it: a fresh __main__ module (also what torch's __mp_main__ names, which the
+    zygote's import of torch pointed at its own __main__)."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__file__, main.__builtins__, main.__spec__, main.__cached__ = path, builtins, None, None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    sys.modules["__main__"] = main
+    if "__mp_main__" in sys.modules:
+        sys.modules["__mp_main__"] = main
+    with open(path, "rb") as source:
+        code = compile(source.read(), path, "exec")
+    exec(code, main.__dict__)
 
 
 def _exit(code: object) -> None:
@@ -311,11 +329,12 @@ def _fd(stream, default: int) -> int:
     return stream if isinstance(stream, int) else stream.fileno()
 
 
-def popen(argv: list[str], **kwargs):
-    """`subprocess.Popen(argv, **kwargs)`, or the same command forked from the job's zygote when there is
+def popen(args, **kwargs):
+    """`subprocess.Popen(args, **kwargs)`, or the same command forked from the job's zygote when there is
     one and the command is a Python one it can become."""
+    argv = [str(a) for a in args]
     if os.environ.get(ENV_SOCKET) and forkable(argv):
         return ZygoteProcess(argv, cwd=str(kwargs.get("cwd") or os.getcwd()), env=kwargs.get("env") or dict(os.environ),
                              stdin=kwargs.get("stdin"), stdout=kwargs.get("stdout"), stderr=kwargs.get("stderr"),
                              start_new_session=kwargs.get("start_new_session", False))
-    return subprocess.Popen(argv, **kwargs)
+    return subprocess.Popen(args, **kwargs)

@@ -16,13 +16,17 @@ import pytest
 
 import shipyard
 from shipyard.pytorch import PyTorch
+from shipyard.runtime.namespace import HOST_VIEW
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 SCRIPTS = Path(__file__).parent / "scripts"
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def test_each_instance_sees_a_container_file_system(home, tmp_path, monkeypatch):
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_each_instance_sees_a_container_file_system(home, tmp_path, monkeypatch, warm):
+    """Warm (issue 16): the probe runs twice on one warm pool; the second run, in the sandboxes the first
+    wrote its files in, must see exactly what a cold instance sees."""
     other_job = home / "jobs" / "someone-elses-job"
     other_job.mkdir(parents=True)
     (other_job / "secret.txt").write_text("another job's data")
@@ -38,12 +42,18 @@ def test_each_instance_sees_a_container_file_system(home, tmp_path, monkeypatch)
     (data / "x.txt").write_text("channel data")
     (tmp_path / "host-tmp.txt").write_text("this machine's /tmp")
     hidden = [str(user_dir / "secret.txt"), str(other_job / "secret.txt"), str(home / "shipyard.db"),
-              str(Path(__file__).resolve()), str(tmp_path / "host-tmp.txt")]
+              str(Path(__file__).resolve()), str(tmp_path / "host-tmp.txt"), str(HOST_VIEW / "etc" / "hostname")]
     try:
         est = PyTorch(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
                       distribution={"torch_distributed": {"enabled": True}}, max_run=300, stop_grace_seconds=5,
-                      hyperparameters={"hidden": json.dumps(hidden), "channel-source": str(data)})
+                      hyperparameters={"hidden": json.dumps(hidden), "channel-source": str(data)},
+                      keep_alive_period_in_seconds=30 if warm else None)
         est.fit({"train": f"file://{data}"}, logs=False)
+        if warm:
+            first = est.latest_training_job
+            est.fit({"train": f"file://{data}"}, logs=False)
+            assert first.describe()["WarmPoolStatus"]["ReusedByJob"] == est.latest_training_job.name
+            est.update(keep_alive_period_in_seconds=0)
     finally:
         shutil.rmtree(user_dir)
     assert (home / "shipyard.db").exists()  # the store is there, just not for the instances

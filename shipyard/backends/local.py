@@ -20,8 +20,6 @@ from shipyard.backends.resources import InstanceResources, MachineResources, det
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
-from shipyard.runtime.debugger.agent import agent_settings as debugger_settings
-from shipyard.spec.profiler import agent_settings
 
 if TYPE_CHECKING:
     from shipyard.spec.job import JobSpec
@@ -132,6 +130,10 @@ class LocalBackend:
     def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[InstancePlan]:
         """Pure: what would run for every instance, given the resources each gets. Every attempt gets
         fresh instances (a restarted instance starts from scratch, its checkpoints restored)."""
+        # Here, not at the top: a controller starting a planned job needs neither (nor pydantic).
+        from shipyard.runtime.debugger.agent import agent_settings as debugger_settings
+        from shipyard.spec.profiler import agent_settings
+
         problem = sandbox.bwrap_problem()
         machine = sandbox.machine() if problem is None else None
         hosts = spec.hosts

@@ -24,7 +24,7 @@ CACHE_DIR = "/opt/ml/sagemaker/warmpoolcache"
 CACHE_VARIABLE = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 BOOT_SECONDS = 180.0   # an interpreter and `import torch` on a loaded machine
 # What a warm process imports before any job, by the estimator's framework.
-PRELOAD = {"pytorch": ("torch",), "tensorflow": ("tensorflow",), "xgboost": ("xgboost",), "sklearn": ("sklearn",)}
+PRELOAD = {"pytorch": ("torch", "torch.distributed.run"), "tensorflow": ("tensorflow",), "xgboost": ("xgboost",), "sklearn": ("sklearn",)}
 
 
 def member_dir(home: Path, pool: str, host: str) -> Path:
@@ -44,14 +44,14 @@ class WarmInstance:
     waiting_for = None
     lost_reason = None
 
-    def __init__(self, plan, directory: Path, process: subprocess.Popen | None = None) -> None:
+    def __init__(self, plan, directory: Path, process: subprocess.Popen | None = None, sock=None) -> None:
         self.plan, self.directory, self.process = plan, directory, process
         self.control = ControlChannel(plan.instance_dir / CONTROL_FILE)
         self.code: int | None = None
-        self.sock = None
-        self.warm_pid: int | None = None
+        self.sock = sock   # given: the job was sent already (by the submitting client, `adopt`)
+        self.warm_pid: int | None = _warm_pid(directory) if sock is not None else None
         self.deadline = time.monotonic() + BOOT_SECONDS
-        if process is None:
+        if process is None and sock is None:
             self._send()
 
     @property
@@ -159,6 +159,13 @@ def start(plan) -> WarmInstance:
 def attach(plan, directory: Path) -> WarmInstance:
     """Run this instance's job on the idle warm process in `directory` (a pool's member)."""
     return WarmInstance(plan, directory)
+
+
+def adopt(plan, directory: Path, fd: int) -> WarmInstance:
+    """The instance whose job another process sent (`attach`) over the connection inherited as `fd`."""
+    import socket
+
+    return WarmInstance(plan, directory, sock=socket.socket(fileno=fd))
 
 
 def stop(process: subprocess.Popen) -> None:

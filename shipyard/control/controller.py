@@ -34,6 +34,7 @@ from shipyard.control.decisions import Complete, Decision, Fail, Interrupt, Retr
 from shipyard.settings import shipyard_home
 
 POLL_SECONDS = 0.1
+WARM_FLAG = "--warm="       # the pool and connections a job was sent on at submit (control/pools.py)
 QUEUE_POLL_SECONDS = 0.3    # how often a job waiting for capacity asks again
 LIVENESS_SECONDS = 2.0      # how often it checks that the jobs it waits behind still have a controller
 # When one instance failed, the others are usually stuck in a collective: give them little time.
@@ -111,9 +112,9 @@ class JobController:
         self.watchers: list = []
         self.ending: Decision | None = None   # what ends the job (FAILING, STOPPING)
         self.restart_message = ""
-        self.pools = None          # store/pools.py, for a job with keep_alive_period_in_seconds
         self.pool: str | None = None   # the warm pool the job runs on: one it claimed, or its own
         self.claimed = False       # the pool was another job's: its instances are attached, not started
+        self.adopted: dict[str, int] = {}   # host -> inherited connection to its warm process (`adopt`)
 
     # -- the whole lifecycle ------------------------------------------------------------------
     def run(self) -> None:
@@ -130,10 +131,7 @@ class JobController:
 
     def start(self) -> None:
         """Start the first attempt's instances (or, taking over, the next attempt's)."""
-        from shipyard.control.metrics import LogScraper
-        from shipyard.control.planning import PLAN_FILE
-        from shipyard.control.spot import SpotSimulator
-        from shipyard.control.watchers import start_watchers
+        from shipyard.control import PLAN_FILE
 
         self._open_store()
         if self.continuing:
@@ -141,6 +139,11 @@ class JobController:
         else:
             plan = json.loads((self.job_dir / PLAN_FILE).read_text())
             self._start_instances(self._plan_attempt()[0] if self._stale(plan) else plan)
+        # Only now what needs the spec (pydantic, ~0.3 s): the instances boot meanwhile.
+        from shipyard.control.metrics import LogScraper
+        from shipyard.control.spot import SpotSimulator
+        from shipyard.control.watchers import start_watchers
+
         record = self.store.get_job(self.name)
         self.first_started_at = record.training_start_time or self.started_at
         if record.training_start_time is None:
@@ -180,10 +183,13 @@ class JobController:
         kept = {i.host: i for i in keep}
         start = backend.start
         if self.claimed and self.attempt == 1:
-            from shipyard.backends.pool import attach, member_dir
+            from shipyard.backends.pool import adopt, attach, member_dir
 
             def start(plan):
-                return attach(plan, member_dir(self.home, self.pool, plan.host))
+                directory = member_dir(self.home, self.pool, plan.host)
+                if plan.host in self.adopted:
+                    return adopt(plan, directory, self.adopted[plan.host])
+                return attach(plan, directory)
         self.instances = [kept.get(p.host) or start(p) for p in plans]
         self.kept = tuple(keep)
         self.download_reported = False
@@ -197,6 +203,14 @@ class JobController:
             from shipyard.store import Store
 
             self.store = Store(self.home)
+
+    @functools.cached_property
+    def pools(self):
+        """store/pools.py, for a job with keep_alive_period_in_seconds."""
+        from shipyard.store.pools import PoolStore
+
+        self._open_store()
+        return PoolStore(self.store)
 
     @functools.cached_property
     def spec(self):
@@ -254,6 +268,9 @@ class JobController:
             self.store.transition(self.name, "Stopping", "Stopping", reason)
             self._finish("Stopped", "Stopped", message=reason)
             return State.STOPPED
+        if self.adopted:   # started at submit: nothing to wait for
+            self.start()
+            return State.RUNNING
         if self.queue is None:
             self.queue, self.detected = CapacityQueue(self.store), detect()
         if self._claim_pool():
@@ -286,23 +303,26 @@ class JobController:
     def _claim_pool(self) -> bool:
         """A job with keep_alive takes a matching Available pool if there is one (its instances are
         attached, so no capacity is needed beyond the pool's)."""
-        spec = self.spec
-        if not spec.keep_alive_period_in_seconds or spec.backend != "local":
+        spec = self.store.spec_fields(self.name)   # the stored fields: no pydantic before the instances start
+        if not spec.get("keep_alive_period_in_seconds") or spec["backend"] != "local":
             return False
         from shipyard.control.pools import reconcile_pools
-        from shipyard.store.pools import PoolStore
 
-        self.pools = PoolStore(self.store)
         reconcile_pools(self.store)
-        pool = self.pools.claim(self.name, instance_type=spec.instance_type, instance_count=spec.instance_count,
-                                backend=spec.backend, keep_alive=spec.keep_alive_period_in_seconds)
+        count = spec["instance_count"]
+        pool = self.pools.claim(self.name, instance_type=spec["instance_type"], instance_count=count,
+                                backend=spec["backend"], keep_alive=spec["keep_alive_period_in_seconds"])
         if pool is None:
             return False
         self.pool, self.claimed = pool.name, True
         self.store.add_event(self.name, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
-                             f"{spec.instance_count} of its {pool.instance_count} instance(s)")
+                             f"{count} of its {pool.instance_count} instance(s)")
         self.store.transition(self.name, "InProgress", "Starting", f"Reusing warm pool {pool.name}")
         return True
+
+    def adopt(self, pool: str, connections: dict[str, int]) -> None:
+        """The submitting client sent the job to the pool's warm processes: start with their connections."""
+        self.pool, self.claimed, self.adopted = pool, True, connections
 
     def _pool_started(self) -> None:
         """This job's instances boot warm: they are a new pool, named after the job, kept by this controller."""
@@ -315,10 +335,8 @@ class JobController:
         import psutil
 
         from shipyard.backends.pool import PRELOAD
-        from shipyard.store.pools import PoolStore
 
         spec = self.spec
-        self.pools = self.pools or PoolStore(self.store)
         self.pool = self.name
         me = psutil.Process()
         self.pools.create(self.name, instance_type=spec.instance_type, instance_count=spec.instance_count,
@@ -691,28 +709,41 @@ class JobController:
         self.store.update_job(self.name, **uploaded)
 
 
-def detached(module_args: list[str], log_path: Path, home: Path) -> tuple[int, float]:
+def detached(module_args: list[str], log_path: Path, home: Path, pass_fds: tuple[int, ...] = ()) -> tuple[int, float]:
     """Start `python -m MODULE ARGS...` detached (its own session, no terminal), its output appended to
     log_path; returns its pid and start time, which the caller records so a reused pid is never taken
-    for it. Reaped if this client outlives it, so a finished one is never mistaken for a live zombie."""
+    for it. Reaped if this client outlives it, so a finished one is never mistaken for a live zombie.
+    `pass_fds`: descriptors it inherits (a warm pool's connections)."""
     import psutil
 
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", *module_args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             env={**os.environ, "SHIPYARD_HOME": str(home)}, start_new_session=True, close_fds=True,
+            pass_fds=pass_fds,
         )
     threading.Thread(target=process.wait, daemon=True).start()
     return process.pid, psutil.Process(process.pid).create_time()
 
 
-def spawn(store, name: str, continuing: bool = False) -> int:
+def spawn(store, name: str, continuing: bool = False, handoff: tuple[str, list] | None = None) -> int:
     """Start the job's controller, record its pid, and return it. Its own output goes to the job's
-    controller.log. `continuing`: take over a job whose controller died (control/reconcile.py)."""
+    controller.log. `continuing`: take over a job whose controller died (control/reconcile.py).
+    `handoff`: (pool, instances) the job was sent to at submit (control/pools.py `warm_start`); the
+    controller inherits their connections, and this process lets go of its own."""
     job_dir = store.job_dir(name)
     job_dir.mkdir(parents=True, exist_ok=True)
-    pid, started = detached(["shipyard.control.controller", name, *(["--continue"] if continuing else [])],
-                            job_dir / "controller.log", store.home)
+    args, fds = [name, *(["--continue"] if continuing else [])], ()
+    if handoff is not None:
+        pool, instances = handoff
+        fds = tuple(i.sock.fileno() for i in instances)
+        args.append(WARM_FLAG + ",".join([pool, *(f"{i.host}={i.sock.fileno()}" for i in instances)]))
+    try:
+        pid, started = detached(["shipyard.control.controller", *args], job_dir / "controller.log", store.home,
+                                pass_fds=fds)
+    finally:
+        for instance in handoff[1] if handoff else ():
+            instance.detach()
     store.update_job(name, controller_pid=pid, controller_started=started)
     return pid
 
@@ -720,11 +751,16 @@ def spawn(store, name: str, continuing: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     continuing = "--continue" in args
-    args = [a for a in args if a != "--continue"]
+    warm = next((a.removeprefix(WARM_FLAG) for a in args if a.startswith(WARM_FLAG)), None)
+    args = [a for a in args if a != "--continue" and not a.startswith(WARM_FLAG)]
     if len(args) != 1:
-        print("usage: python -m shipyard.control.controller JOB [--continue]", file=sys.stderr)
+        print("usage: python -m shipyard.control.controller JOB [--continue] [--warm=POOL,HOST=FD...]",
+              file=sys.stderr)
         return 2
     controller = JobController(shipyard_home(), args[0], continuing)
+    if warm:
+        pool, *pairs = warm.split(",")
+        controller.adopt(pool, {host: int(fd) for host, fd in (pair.split("=") for pair in pairs)})
     controller.run()
     controller.keep_pool()
     return 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.backends import get_backend
+from shipyard.control import PLAN_FILE
 from shipyard.backends.resources import MachineResources
 from shipyard.errors import ShipyardError
 from shipyard.runtime import launchers
@@ -20,7 +21,6 @@ from shipyard.runtime.agent import script_environment
 from shipyard.spec.job import JobSpec
 
 
-PLAN_FILE = "plan.json"     # written here by the submitting client, read by the controller
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,36 @@ def abandon(store, job: str, reason: str) -> None:
         pools.terminate(use["pool"], f"not kept: {reason}", only_if="InUse")
 
 
+def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
+    """At submit: claim a matching Available pool and send the job to its warm processes at once, so it
+    starts while its controller boots (which adopts the connections). None: no pool to take (or one that
+    proved dead, now Terminated); the job goes through the queue."""
+    from shipyard.backends.pool import attach, member_dir
+    from shipyard.store.pools import PoolStore
+
+    if not spec.keep_alive_period_in_seconds or any(getattr(p, "warm", None) is None for p in plans):
+        return None
+    pools = PoolStore(store)
+    reconcile_pools(store)
+    pool = pools.claim(spec.job_name, instance_type=spec.instance_type, instance_count=spec.instance_count,
+                       backend=spec.backend, keep_alive=spec.keep_alive_period_in_seconds)
+    if pool is None:
+        return None
+    instances = []
+    try:
+        for plan in plans:
+            instances.append(attach(plan, member_dir(store.home, pool.name, plan.host)))
+    except OSError as exc:   # closing the connections made ends the job on the members reached
+        for instance in instances:
+            instance.detach()
+        pools.terminate(pool.name, f"warm instance unreachable when job {spec.job_name} claimed it: {exc}")
+        store.add_event(spec.job_name, "warning", f"warm pool {pool.name} unreachable ({exc}); starting cold")
+        return None
+    store.add_event(spec.job_name, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
+                    f"{spec.instance_count} of its {pool.instance_count} instance(s)")
+    return pool.name, instances
+
+
 def keep(store, name: str, instances: list) -> None:
     """Be the pool's keeper until it ends: expire it, end it when a warm process died or the job on it
     ended without handing it back, then stop its instances."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from shipyard.backends import REGISTRY
 from shipyard.control.controller import spawn
 from shipyard.control.planning import plan_job, write_plan
+from shipyard.control.pools import warm_start
 from shipyard.errors import ConflictError
 from shipyard.spec.job import JobSpec
 from shipyard.store.queue import CapacityQueue
@@ -32,11 +33,14 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> 
             transfer.upload_file(pack(Path(tmp)), spec.source_uri)
     store.create_job(spec)
     try:
-        if REGISTRY.load(spec.backend).queued:
+        write_plan(spec, store.job_dir(spec.job_name), launches)
+        # A warm pool takes the job now; its controller adopts the connections (no queue: the pool's
+        # capacity is held already).
+        handoff = warm_start(store, spec, [launch.instance for launch in launches])
+        if handoff is None and REGISTRY.load(spec.backend).queued:
             gpus = sum(len(launch.instance.config.gpu_ids) for launch in launches)
             CapacityQueue(store).enqueue(spec.job_name, len(launches), gpus)
-        write_plan(spec, store.job_dir(spec.job_name), launches)
-        spawn(store, spec.job_name)
+        spawn(store, spec.job_name, handoff=handoff)
     except Exception as exc:
         store.update_job(spec.job_name, failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}")
         store.transition(spec.job_name, "Failed", "Failed", "the job could not be started")

@@ -54,6 +54,10 @@ SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
 # non-leader's parameter server waits for the master's script) before it is killed.
 SIDECAR_STOP_SECONDS = 300.0
+# A follower instance starts its launcher once the leader's rendezvous port listens, looking this often,
+# for at most this long.
+LEADER_POLL_SECONDS = 0.01
+LEADER_WAIT_SECONDS = 600.0
 # When a sidecar died, how long the entry point gets after SIGTERM before it is killed.
 SCRIPT_STOP_SECONDS = 10.0
 
@@ -197,6 +201,18 @@ class Agent:
                 kind = "InstallModuleError" if "." in argv else "InstallRequirementsError"
                 raise InstallError(f"{kind}:\nExitCode {done.returncode}\nCommand \"{' '.join(argv)}\"")
 
+    def _check_preloaded(self) -> None:
+        """A warm instance's zygote imported the framework already: a job that brings its own copy of one
+        of those packages (requirements.txt, a module in its code) must not get the zygote's. Its Python
+        processes are then executed, as on a cold instance."""
+        if not os.environ.get(zygote.ENV_SOCKET):
+            return
+        shadowed = sorted(zygote.shadowed([self.config.site_packages, self.layout.code_dir]))
+        if shadowed:
+            del os.environ[zygote.ENV_SOCKET]
+            self.say(f"the job brings its own {', '.join(shadowed)}: its processes start cold, not from "
+                     "the warm instance's preloaded copy")
+
     def execute(self, argv: list[str], env: dict[str, str], sidecars: list = ()) -> int:
         self._check_stop()
         self.say("running: " + " ".join(argv))
@@ -229,6 +245,7 @@ class Agent:
             sync = self.start_checkpoints()
             self.start_services(services)
             self.install(sys.executable)
+            self._check_preloaded()
             launcher = launchers.select(env)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
             argv, code = self._launch(env, launcher)
@@ -298,10 +315,28 @@ class Agent:
         try:
             self._start_sidecars(plan.sidecars, env, sidecars)
             script_env = self._with_resume_check(script_environment(self.config, env, plan.env))
+            if plan.wait_for and zygote.forkable(plan.argv) and os.environ.get(zygote.ENV_SOCKET):
+                # Forked, the launcher starts in milliseconds, before the leader's; executed, both import
+                # their framework for seconds side by side, and waiting would put one after the other.
+                self._wait_for_leader(*plan.wait_for)
             code = self.execute(plan.argv, script_env, sidecars)
         finally:
             self._stop_sidecars(sidecars, wait=code == 0)
         return plan.argv, code
+
+    def _wait_for_leader(self, address: str, port: int) -> None:
+        """Until the leader's rendezvous listens (or LEADER_WAIT_SECONDS, then the launcher's own retries
+        and timeout take over). A connection that only opens and closes is nothing to torch's store."""
+        import socket
+
+        deadline = time.monotonic() + LEADER_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            self._check_stop()
+            try:
+                socket.create_connection((address, port), timeout=1.0).close()
+                return
+            except OSError:
+                time.sleep(LEADER_POLL_SECONDS)
 
     def _start_sidecars(self, plans: list, env: TrainingEnvironment, started: list) -> None:
         """The launcher's side processes (TF's parameter server), started before the entry point; each is

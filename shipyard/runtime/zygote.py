@@ -94,6 +94,20 @@ def forkable(argv: list[str]) -> bool:
     return bool(rest) and (not rest[0].startswith("-") or (rest[0] == "-m" and len(rest) > 1))
 
 
+def shadowed(directories) -> set[str]:
+    """Top-level packages this process has imported (what a zygote forked from it holds) that one of the
+    directories, put first on a job's path, would provide instead."""
+    loaded = {name.partition(".")[0] for name in sys.modules} - {"__main__", "__mp_main__"}
+    found = set()
+    for directory in directories:
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        found |= {entry.removesuffix(".py") for entry in entries} & loaded
+    return found
+
+
 # -- the server -----------------------------------------------------------------------------------
 def serve(server: socket.socket) -> None:
     """Serve fork requests on `server` (`listen()`) until the parent goes; never returns in a child

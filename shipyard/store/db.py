@@ -219,6 +219,14 @@ class Store:
             ).fetchall()
             return _record(row, transitions)
 
+    def spec_fields(self, name: str) -> dict:
+        """The job's spec as stored (JSON), unvalidated: for a controller deciding before it loads pydantic."""
+        with self._tx() as db:
+            row = db.execute("SELECT spec FROM jobs WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no job named {name!r}")
+        return json.loads(row[0])
+
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
         query, args = f"SELECT {JOB_COLUMNS} FROM jobs", []
         if status:

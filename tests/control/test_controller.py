@@ -96,7 +96,7 @@ def _submit(store: Store, tmp_path: Path, name: str = "job", **fields) -> None:
     """Submit a job as fit() does (recorded, queued, laid out), without starting its controller."""
     spec = JobSpec(job_name=name, instance_count=2, output_path=f"file://{tmp_path / 'out'}",
                    stop_grace_seconds=1, hyperparameters=SCRIPT, **fields)
-    with mock.patch.object(submitting, "spawn", lambda store, name: None):
+    with mock.patch.object(submitting, "spawn", lambda store, name, handoff=None: None):
         submitting.submit(store, spec)
 
 

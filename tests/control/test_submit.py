@@ -26,7 +26,7 @@ def _pack(directory):
 @pytest.fixture
 def spawned(monkeypatch):
     calls = []
-    monkeypatch.setattr(submitting, "spawn", lambda store, name: calls.append(name))
+    monkeypatch.setattr(submitting, "spawn", lambda store, name, handoff=None: calls.append(name))
     return calls
 
 
@@ -58,7 +58,7 @@ def test_without_pack_the_code_must_already_be_there(tmp_path, spawned):
 
 
 def test_a_controller_that_cannot_start_leaves_the_job_failed_with_the_reason(tmp_path, monkeypatch):
-    def no_controller(store, name):
+    def no_controller(store, name, handoff=None):
         raise OSError("no more processes")
 
     monkeypatch.setattr(submitting, "spawn", no_controller)

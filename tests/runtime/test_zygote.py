@@ -128,3 +128,18 @@ def test_without_a_server_popen_executes(monkeypatch, tmp_path):
     monkeypatch.delenv(zygote.ENV_SOCKET, raising=False)
     process = zygote.popen([PY, "-c", "print(1)"], stdout=subprocess.DEVNULL)
     assert isinstance(process, subprocess.Popen) and process.wait() == 0
+
+
+def test_a_job_bringing_its_own_copy_of_a_preloaded_package_is_seen(tmp_path):
+    """The agent then executes the job's processes instead of forking a zygote holding the other copy."""
+    site = tmp_path / "site-packages"
+    (site / "json").mkdir(parents=True)
+    (site / "requests_toolbelt").mkdir()
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "zipfile.py").write_text("")
+    (code / "train.py").write_text("")
+    import json  # noqa: F401  (loaded here, as in a zygote)
+    import zipfile  # noqa: F401
+
+    assert zygote.shadowed([site, code, tmp_path / "missing"]) == {"json", "zipfile"}

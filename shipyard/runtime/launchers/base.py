@@ -33,6 +33,9 @@ class LaunchPlan:
     # finish (then SIGKILL); after a failure or a stop they are SIGKILLed at once.
     sidecars: list[LaunchPlan] = field(default_factory=list)
     name: str = ""  # what a sidecar is called in the log and in the failure it causes
+    # (address, port) the agent waits to see listening before it starts argv: a torchrun whose leader's
+    # store is not up yet backs off for about a second before trying again, on every follower.
+    wait_for: tuple[str, int] | None = None
 
 
 class Launcher(Protocol):

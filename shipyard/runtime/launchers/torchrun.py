@@ -50,7 +50,8 @@ class TorchDistributed:
         }
         if not ctx.sandboxed and _is_loopback(ctx.host_addresses[env.current_host]):
             plan_env["GLOO_SOCKET_IFNAME"] = iface
-        return LaunchPlan(argv=argv, env=plan_env)
+        leader = env.current_host == hosts[0]
+        return LaunchPlan(argv=argv, env=plan_env, wait_for=None if leader else (master, ctx.master_port))
 
 
 def _is_loopback(address: str) -> bool:

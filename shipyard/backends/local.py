@@ -117,8 +117,10 @@ class LocalBackend:
     plan_type = InstancePlan
     queued = True   # instances share this machine: a job waits until they fit beside the others'
 
-    def __init__(self, job_dir: Path) -> None:
+    def __init__(self, job_dir: Path, pools_dir: Path | None = None) -> None:
         self.job_dir = job_dir
+        # Warm pools' directories (backends/pool.py): SHIPYARD_HOME/pools, or beside the jobs on a Ray node.
+        self.pools_dir = pools_dir or job_dir.parent.parent / pool.POOLS_DIR
 
     def instance_resources(self, spec: JobSpec, machine: MachineResources | None) -> list[InstanceResources]:
         """Instances share this machine: sized types must fit side by side (backends/resources.py)."""
@@ -168,7 +170,7 @@ class LocalBackend:
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             warm = None
             if problem is None and spec.keep_alive_period_in_seconds and attempt == 1:
-                directory = pool.member_dir(self.job_dir.parent.parent, spec.job_name, host)
+                directory = self.pools_dir / spec.job_name / host
                 warm = {"dir": str(directory), "env": sandbox.instance_environment(machine),
                         "mounts": sandbox.instance_mounts(config, job_dir=self.job_dir, hosts=instance_dir / "hosts",
                                                           machine=machine)}
@@ -192,6 +194,17 @@ class LocalBackend:
     def start(self, plan: InstancePlan) -> Instance | pool.WarmInstance:
         if plan.warm is not None:
             return pool.start(plan)
+        return self._start_cold(plan)
+
+    def attach(self, plan: InstancePlan, warm_pool: str, connection: int | None = None) -> pool.WarmInstance:
+        """Run the instance on the warm process pool `warm_pool` (store/pools.py) has for its host, or
+        adopt the `connection` on which another process sent it there."""
+        directory = self.pools_dir / warm_pool / plan.host
+        if connection is not None:
+            return pool.adopt(plan, directory, connection)
+        return pool.attach(plan, directory)
+
+    def _start_cold(self, plan: InstancePlan) -> Instance:
         log_fd = os.open(plan.config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             process = subprocess.Popen(

@@ -27,10 +27,6 @@ BOOT_SECONDS = 180.0   # an interpreter and `import torch` on a loaded machine
 PRELOAD = {"pytorch": ("torch", "torch.distributed.run"), "tensorflow": ("tensorflow",), "xgboost": ("xgboost",), "sklearn": ("sklearn",)}
 
 
-def member_dir(home: Path, pool: str, host: str) -> Path:
-    return home / POOLS_DIR / pool / host
-
-
 def warm_argv(directory: Path, framework: str | None) -> list[str]:
     import sys
 
@@ -142,6 +138,17 @@ class WarmInstance:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+    # -- as a pool's member, for its keeper (control/pools.py) -------------------------------------------
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def release(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+
+    def member(self) -> dict:
+        return {"pid": self.warm_pid}
 
 
 def start(plan) -> WarmInstance:

@@ -183,13 +183,8 @@ class JobController:
         kept = {i.host: i for i in keep}
         start = backend.start
         if self.claimed and self.attempt == 1:
-            from shipyard.backends.pool import adopt, attach, member_dir
-
             def start(plan):
-                directory = member_dir(self.home, self.pool, plan.host)
-                if plan.host in self.adopted:
-                    return adopt(plan, directory, self.adopted[plan.host])
-                return attach(plan, directory)
+                return backend.attach(plan, self.pool, self.adopted.get(plan.host))
         self.instances = [kept.get(p.host) or start(p) for p in plans]
         self.kept = tuple(keep)
         self.download_reported = False
@@ -304,7 +299,7 @@ class JobController:
         """A job with keep_alive takes a matching Available pool if there is one (its instances are
         attached, so no capacity is needed beyond the pool's)."""
         spec = self.store.spec_fields(self.name)   # the stored fields: no pydantic before the instances start
-        if not spec.get("keep_alive_period_in_seconds") or spec["backend"] != "local":
+        if not spec.get("keep_alive_period_in_seconds"):
             return False
         from shipyard.control.pools import reconcile_pools
 
@@ -356,6 +351,8 @@ class JobController:
         if up and keeps_pool(self.state.name, reason):
             for instance in self.instances:
                 instance.detach()
+            if not self.claimed:
+                self.pools.set_members(self.pool, {i.host: i.member() for i in self.instances})
             pool = self.pools.keep(self.name)
             self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for "
                                  f"{self.spec.keep_alive_period_in_seconds} s")
@@ -367,13 +364,10 @@ class JobController:
         """End the pool; instances this controller started stop now (the next attempt starts cold)."""
         if self.pool is None:
             return
-        from shipyard.backends.pool import stop
-
         self.pools.terminate(self.pool, reason)
         if not self.claimed:
             for instance in self.instances:
-                if getattr(instance, "process", None) is not None:
-                    stop(instance.process)
+                instance.release()
         self.pool, self.claimed = None, False
 
     def keep_pool(self) -> None:

@@ -11,6 +11,7 @@ import psutil
 from shipyard.spec.statuses import TERMINAL_STATUSES
 
 KEEPER_POLL_SECONDS = 0.25
+HEALTH_SECONDS = 1.0        # how often the keeper checks that its warm instances are alive
 # A job on the pool that ended without handing it back (its controller died) gives the pool up after this.
 ORPHAN_SECONDS = 3.0
 
@@ -60,10 +61,11 @@ def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
     """At submit: claim a matching Available pool and send the job to its warm processes at once, so it
     starts while its controller boots (which adopts the connections). None: no pool to take (or one that
     proved dead, now Terminated); the job goes through the queue."""
-    from shipyard.backends.pool import attach, member_dir
+    from shipyard.backends import get_backend
     from shipyard.store.pools import PoolStore
 
-    if not spec.keep_alive_period_in_seconds or any(getattr(p, "warm", None) is None for p in plans):
+    # A Ray job is claimed by its controller, which connects to the cluster anyway.
+    if not spec.keep_alive_period_in_seconds or spec.backend != "local" or any(p.warm is None for p in plans):
         return None
     pools = PoolStore(store)
     reconcile_pools(store)
@@ -72,9 +74,10 @@ def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
     if pool is None:
         return None
     instances = []
+    backend = get_backend(spec.backend, job_dir=store.job_dir(spec.job_name))
     try:
         for plan in plans:
-            instances.append(attach(plan, member_dir(store.home, pool.name, plan.host)))
+            instances.append(backend.attach(plan, pool.name))
     except OSError as exc:   # closing the connections made ends the job on the members reached
         for instance in instances:
             instance.detach()
@@ -89,21 +92,23 @@ def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
 def keep(store, name: str, instances: list) -> None:
     """Be the pool's keeper until it ends: expire it, end it when a warm process died or the job on it
     ended without handing it back, then stop its instances."""
-    from shipyard.backends.pool import stop
     from shipyard.store.pools import PoolStore
 
     pools = PoolStore(store)
-    orphaned_since = None
+    orphaned_since, checked = None, 0.0
     while True:
         pool = pools.get(name)
         if pool.status == "Terminated":
             break
-        dead = [i.host for i in instances if i.process.poll() is not None]
+        dead = []
+        if time.monotonic() - checked >= HEALTH_SECONDS:   # a Ray member's check is a call to its node
+            checked = time.monotonic()
+            dead = [i.host for i in instances if not i.alive()]
         if dead:
             pools.terminate(name, f"warm instance {', '.join(dead)} died")
         elif pool.status == "Available" and time.time() >= pool.expires_at:
             pools.terminate(name, "keep-alive period ended", only_if="Available")
-        elif pool.status == "InUse" and store.get_job(pool.job).status in TERMINAL_STATUSES:
+        elif pool.status == "InUse" and store.status(pool.job) in TERMINAL_STATUSES:
             orphaned_since = orphaned_since or time.monotonic()
             if time.monotonic() - orphaned_since > ORPHAN_SECONDS:
                 pools.terminate(name, f"job {pool.job} ended without handing the pool back", only_if="InUse")
@@ -111,4 +116,4 @@ def keep(store, name: str, instances: list) -> None:
             orphaned_since = None
         time.sleep(KEEPER_POLL_SECONDS)
     for instance in instances:
-        stop(instance.process)
+        instance.release()

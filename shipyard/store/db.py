@@ -219,6 +219,12 @@ class Store:
             ).fetchall()
             return _record(row, transitions)
 
+    def status(self, name: str) -> str | None:
+        """The job's status alone (None: no such job), without parsing its spec."""
+        with self._tx() as db:
+            row = db.execute("SELECT status FROM jobs WHERE name=?", (name,)).fetchone()
+        return row and row[0]
+
     def spec_fields(self, name: str) -> dict:
         """The job's spec as stored (JSON), unvalidated: for a controller deciding before it loads pydantic."""
         with self._tx() as db:

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS pools (
     expires_at REAL,                -- while Available
     keeper_pid INTEGER,
     keeper_started REAL,
-    members TEXT NOT NULL,          -- JSON: host -> the warm process's pid on this machine
+    members TEXT NOT NULL,          -- JSON: host -> its warm process (pid; a Ray node's address)
     preload TEXT NOT NULL,          -- JSON: the modules its warm processes imported
     creation_time REAL NOT NULL,
     end_time REAL,
@@ -57,7 +57,7 @@ class Pool:
     expires_at: float | None
     keeper_pid: int | None
     keeper_started: float | None
-    members: dict[str, int] = field(default_factory=dict)
+    members: dict[str, dict] = field(default_factory=dict)
     preload: tuple[str, ...] = ()
     creation_time: float = 0.0
     end_time: float | None = None
@@ -89,7 +89,7 @@ class PoolStore:
         store.create_tables(SCHEMA)
 
     def create(self, name: str, *, instance_type: str, instance_count: int, backend: str, keep_alive: int,
-               keeper: tuple[int, float], members: dict[str, int], preload: tuple[str, ...]) -> Pool:
+               keeper: tuple[int, float], members: dict[str, dict], preload: tuple[str, ...]) -> Pool:
         """The job `name` starts a pool on its own instances, InUse by itself."""
         now = time.time()
         with self.store._tx() as db:
@@ -98,6 +98,11 @@ class PoolStore:
                         json.dumps(list(preload)), now))
             db.execute("INSERT INTO pool_uses (job, pool, keep_alive) VALUES (?, ?, ?)", (name, name, keep_alive))
         return self.get(name)
+
+    def set_members(self, name: str, members: dict[str, dict]) -> None:
+        """What the pool's instances are, for the next job (a Ray member's node address) and for people."""
+        with self.store._tx() as db:
+            db.execute("UPDATE pools SET members=? WHERE name=?", (json.dumps(members), name))
 
     def get(self, name: str) -> Pool:
         with self.store._tx() as db:

@@ -453,3 +453,49 @@ def test_debugger_and_profiler_rules_judge_what_every_node_uploaded(home, s3, on
     nodes = {_node_of(Store().log_path(job.name, host), host, on_ray).node_id for host in ("algo-1", "algo-2")}
     assert len(nodes) == 2
     _left_nothing(on_ray, job.name)
+
+
+def _pool_actors(cluster, pool: str) -> list[str]:
+    """The hosts with a live actor of the warm pool (named shipyard-pool:<pool>:<host>)."""
+    _on_cluster(cluster, "-")   # connects this process
+    import ray
+
+    prefix = f"shipyard-pool:{pool}:"
+    return sorted(a["name"].rsplit(":", 1)[1] for a in ray.util.list_named_actors(all_namespaces=True)
+                  if a["name"].startswith(prefix))
+
+
+@pytest.mark.sandbox
+def test_a_warm_pool_on_ray_is_reused_then_ends_with_a_node_lost_while_idle(home, s3, on_ray, tmp_path):
+    """Issue 16 on Ray: the pool is the job's actors kept in their placement group; the next job runs on the
+    same actors and nodes; a node lost while the pool is idle ends the pool, and the next job starts cold."""
+    from shipyard.store.pools import PoolStore
+
+    s3.bucket("out")
+    est = _estimator(_loop_source(tmp_path, 3), backend="ray", keep_alive_period_in_seconds=300)
+    est.fit(logs=False)
+    first = est.latest_training_job
+    assert first.describe()["WarmPoolStatus"]["Status"] == "Available"
+    assert _pool_actors(on_ray, first.name) == ["algo-1", "algo-2"]
+    est.fit(logs=False)
+    second = est.latest_training_job
+    assert first.describe()["WarmPoolStatus"]["ReusedByJob"] == second.name
+    assert second.describe()["WarmPoolStatus"]["Status"] == "Available"
+    logs = {name: (home / "jobs" / name / "logs" / "algo-2.log").read_text() for name in (first.name, second.name)}
+    nodes = {name: _node_of(home / "jobs" / name / "logs" / "algo-2.log", "algo-2", on_ray).node_id for name in logs}
+    assert nodes[first.name] == nodes[second.name]             # the same node, the same actor
+    assert "step=3 on algo-2" in logs[second.name]
+
+    lost = _node_of(home / "jobs" / second.name / "logs" / "algo-2.log", "algo-2", on_ray)
+    on_ray.remove_node(lost, allow_graceful=False)
+    pools = PoolStore(Store())
+    _wait_for(lambda: pools.get(first.name).status == "Terminated", 60, "the pool to end")
+    assert pools.get(first.name).end_reason == "warm instance algo-2 died"
+    _settles(lambda: _pool_actors(on_ray, first.name), [], 60)
+    on_ray.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    est.fit(logs=False)   # cold, its own pool
+    third = est.latest_training_job
+    assert pools.use(third.name)["pool"] == third.name
+    third.update(0)
+    _settles(lambda: _pool_actors(on_ray, third.name), [], 60)
+    _settles(lambda: _on_cluster(on_ray, "-")["free CPUs"], float(WORKERS), 60)

@@ -45,6 +45,12 @@ REFUSED = [
     ("checkpoint-ftp", {"checkpoint_s3_uri": "ftp://x/y"}, r"^checkpoint_s3_uri='ftp://x/y': the scheme ftp://"),
     ("code-location-one-slash", {"code_location": "file:/tmp/x"}, r"^code_location='file:/tmp/x'.*file:///tmp/x"),
     ("output-not-a-uri", {"output_path": 5}, r"^output_path=5: give a URI"),
+    ("keep-alive-negative", {"keep_alive_period_in_seconds": -1},
+     r"keep_alive_period_in_seconds=-1: must be 0-21600 seconds \(SageMaker's range\); 0 keeps no warm pool"),
+    ("keep-alive-too-long", {"keep_alive_period_in_seconds": 21601}, r"keep_alive_period_in_seconds=21601: must be 0-21600"),
+    ("keep-alive-with-spot", {"keep_alive_period_in_seconds": 60, "use_spot_instances": True, "max_wait": 86400,
+                              "checkpoint_s3_uri": "file:///tmp/ckpt"},
+     r"keep_alive_period_in_seconds=60: warm pools cannot be combined with use_spot_instances"),
 ]
 
 

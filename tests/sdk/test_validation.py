@@ -37,11 +37,7 @@ def test_unbuilt_capability_is_refused_not_ignored(script):
      ({"use_spot_instances": True, "max_run": 100, "max_wait": 50, "checkpoint_s3_uri": "file:///tmp/c"},
       r"max_wait \(50\) must be >= max_run \(100\)"),
      ({"use_spot_instances": True, "max_run": 100, "max_wait": 200}, "without checkpoint_s3_uri"),
-     ({"max_wait": 200}, "spot jobs only"),
-     ({"keep_alive_period_in_seconds": -1}, r"keep_alive_period_in_seconds.*-1.*0-21600"),
-     ({"keep_alive_period_in_seconds": 21601}, r"keep_alive_period_in_seconds.*21601.*0-21600"),
-     ({"use_spot_instances": True, "max_wait": 86400, "checkpoint_s3_uri": "file:///tmp/c",
-       "keep_alive_period_in_seconds": 60}, "cannot be combined with use_spot_instances")],
+     ({"max_wait": 200}, "spot jobs only")],
 )
 def test_spot_rules(home, script, kwargs, message):
     with pytest.raises(ValidationError, match=message):

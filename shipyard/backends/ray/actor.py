@@ -28,6 +28,8 @@ class InstanceActor:
         # one that comes before it is kept (`stop`) and done as soon as the instance is started.
         self.lock = threading.Lock()
         self.stop: str | None = None
+        self.sandbox = None       # the sandbox process this actor started (a warm pool's outlives its job)
+        self.warm_dir: Path | None = None
 
     def start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
               cpus_from_node: bool) -> dict:
@@ -38,8 +40,22 @@ class InstanceActor:
                 getattr(self.instance, self.stop)()
             return where
 
+    def run_next(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
+                 cpus_from_node: bool) -> dict:
+        """A warm pool's actor: run the next job's instance on the warm process this actor kept."""
+        with self.lock:
+            self.stop, self.beats_seen = None, {}
+            return self._start(plan, host_addresses, environment, cpus_from_node, reuse=True)
+
+    def detach(self) -> None:
+        """The job is over and its pool kept: the warm process waits for the next job."""
+        self.instance.detach()
+
+    def alive(self) -> bool:
+        return self.sandbox is not None and self.sandbox.poll() is None
+
     def _start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
-               cpus_from_node: bool) -> dict:
+               cpus_from_node: bool, reuse: bool = False) -> dict:
         import ray
 
         from shipyard.backends import resources, sandbox
@@ -71,9 +87,16 @@ class InstanceActor:
         backend.prepare(self.plan)
         # The host log is shared by a host's attempts; this instance's part starts here.
         self.log_start = os.path.getsize(config.log_path) if os.path.exists(config.log_path) else 0
-        self.instance = backend.start(self.plan)
+        if reuse:
+            from shipyard.backends import pool
+
+            self.instance = pool.attach(self.plan, self.warm_dir)
+        else:
+            self.instance = backend.start(self.plan)
+            self.sandbox = getattr(self.instance, "process", None)
+            self.warm_dir = Path(node_plan.warm["dir"]) if node_plan.warm else None
         return {"node_id": ray.get_runtime_context().get_node_id(), "address": ray.util.get_node_ip_address(),
-                "pid": self.instance.process.pid}
+                "pid": self.sandbox.pid if self.sandbox is not None else None}
 
     def pull(self, log_offset: int, events_offset: int) -> dict:
         """What was added since the offsets, and the agent's exit code once it has exited (read first,

@@ -27,6 +27,7 @@ from shipyard import settings
 from shipyard.backends.ray import placement as ray_placement
 from shipyard.backends.local import InstancePlan as NodePlan
 from shipyard.backends.local import LocalBackend
+from shipyard.backends.pool import POOLS_DIR
 from shipyard.backends.ray.streams import Mirror
 from shipyard.errors import ValidationError
 from shipyard.runtime.config import AgentConfig
@@ -38,6 +39,7 @@ PULL_SECONDS = 0.2          # how often a running instance's new log lines and e
 CALL_TIMEOUT_SECONDS = 60.0  # a node that does not answer a call in this long is treated as unreachable
 WAIT_POLL_SECONDS = 1.0      # how often a waiting placement group is checked (and its message renewed)
 LOST_EXIT_CODE = 137         # what poll() says for an instance whose node or actor died
+POOL_ACTOR_PREFIX = "shipyard-pool:"   # a warm pool's placement group and actors: PREFIX + pool [+ ":" + host]
 # What the host log says when an actor call raised on the node, by call.
 FAILED_CALLS = {"start": "could not start", "pull": "could not read the logs and events of",
                 "collect": "could not fetch the model and output of"}
@@ -67,6 +69,10 @@ class RayInstancePlan:
     @property
     def sandbox_problem(self) -> str | None:
         return self.node.sandbox_problem
+
+    @property
+    def warm(self) -> dict | None:
+        return self.node.warm
 
     @property
     def ml_dir(self) -> Path:
@@ -121,7 +127,8 @@ class RayBackend:
         bundle = ray_placement.bundle(instance_type)
         strategy = ray_placement.strategy(settings.ray_pack())
         placeholders = {host: placeholder_address(host) for host in spec.hosts}
-        nodes = LocalBackend(node_job_dir(self.job_dir, spec.job_name)).plan(spec, resources, master_port, attempt)
+        node_dir = node_job_dir(self.job_dir, spec.job_name)
+        nodes = LocalBackend(node_dir, pools_dir=node_dir.parent / POOLS_DIR).plan(spec, resources, master_port, attempt)
         mirrors = LocalBackend(self.job_dir).plan(spec, resources, master_port, attempt)
         plans = []
         for node, mirror in zip(nodes, mirrors, strict=True):
@@ -139,11 +146,27 @@ class RayBackend:
 
     def start(self, plan: RayInstancePlan) -> RayInstance:
         """Instances started by one backend are placed together, when the first of them is polled (by
-        then the controller has started them all)."""
+        then the controller has started them all). A warm job's actors are named after its pool, so the
+        jobs that reuse it find them."""
         if self._placement is None:
-            self._placement = Placement(plan.address, plan.strategy, f"shipyard:{self.job_dir.name}:{time.time():.0f}")
+            name = (f"{POOL_ACTOR_PREFIX}{self.job_dir.name}" if plan.node.warm
+                    else f"shipyard:{self.job_dir.name}:{time.time():.0f}")
+            self._placement = Placement(plan.address, plan.strategy, name)
         instance = RayInstance(plan, self._placement)
         self._placement.members.append(instance)
+        return instance
+
+    def attach(self, plan: RayInstancePlan, warm_pool: str, connection: int | None = None) -> RayInstance:
+        """Run the instance on the actor `warm_pool` kept on its host's node (its placement stays the
+        pool's, held by the pool's keeper)."""
+        from shipyard.store import Store
+        from shipyard.store.pools import PoolStore
+
+        members = PoolStore(Store(self.job_dir.parent.parent)).get(warm_pool).members
+        instance = RayInstance(plan, Placement(plan.address, plan.strategy, f"{POOL_ACTOR_PREFIX}{warm_pool}"))
+        instance.placement.members.append(instance)
+        instance.placement.reuse({host: member["address"] for host, member in members.items()
+                                  if host in plan.config.hosts})
         return instance
 
 
@@ -175,10 +198,15 @@ def _ray():
     return ray
 
 
+_connecting = threading.Lock()
+
+
 def connect(address: str) -> None:
+    """Once per process; placements (a reused pool's: one per instance) may ask from several threads."""
     ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
+    with _connecting:
+        if not ray.is_initialized():
+            ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
 
 
 class Placement:
@@ -193,6 +221,7 @@ class Placement:
         self._started = False
         self._lock = threading.Lock()
         self._released: set[str] = set()
+        self.reused: dict[str, str] | None = None
 
     def launch(self) -> None:
         with self._lock:
@@ -201,12 +230,21 @@ class Placement:
             self._started = True
         threading.Thread(target=self._place, name="shipyard-ray-placement", daemon=True).start()
 
+    def reuse(self, addresses: dict[str, str]) -> None:
+        """Instead of placing: the warm pool's actors, on nodes at `addresses`, run the members' job."""
+        self.reused = addresses
+
     def _place(self) -> None:
         ray = _ray()
         from ray.util.placement_group import placement_group, placement_group_table
 
         try:
             connect(self.address)
+            if self.reused is not None:
+                for member in self.members:
+                    member._launch(None, 0, {host: (None, address) for host, address in self.reused.items()},
+                                   reuse=True)
+                return
             bundles = [m.plan.bundle for m in self.members]
             self.group = placement_group(bundles, strategy=self.strategy, name=self.name)
             ready = self.group.ready()
@@ -228,7 +266,10 @@ class Placement:
                              f"{type(exc).__name__}: {exc}")
 
     def release(self, host: str) -> None:
-        """An instance is over; the group goes when all are (removing it would kill the others)."""
+        """An instance is over; the group goes when all are (removing it would kill the others). A
+        reused pool's group is its keeper's to remove."""
+        if self.reused is not None:
+            return
         with self._lock:
             self._released.add(host)
             done = len(self._released) == len(self.members)
@@ -288,25 +329,31 @@ class RayInstance:
         return self._code
 
     # -- started by the placement ---------------------------------------------------------------
-    def _launch(self, group, index: int, placed: dict[str, tuple[str, str]]) -> None:
+    def _launch(self, group, index: int, placed: dict[str, tuple[str, str]], reuse: bool = False) -> None:
+        """Make the actor in bundle `index` of `group` and start the instance on it, or (`reuse`) run it on
+        the warm pool's actor for this host."""
         ray = _ray()
         # Under the lock that _finish takes: a terminate() or kill() either comes first and no actor is
         # made, or finds the actor and stops it (an actor made after _finish would run unwatched).
+        name = f"{self.placement.name}:{self.host}"
         with self._finishing:
             if self._code is None and not self.placement.cancelled:
                 self.node_id, self.node_address = placed[self.host]
-                self.actor = _new_actor(self.plan.bundle, group, index, f"{self.placement.name}:{self.host}")
+                self.actor = _pool_actor(name) if reuse else _new_actor(self.plan.bundle, group, index, name)
         if self.actor is None:
             self._finish(143)
             return
         environment = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
         addresses = {host: address for host, (_, address) in placed.items()}
+        call = self.actor.run_next if reuse else self.actor.start
         try:
-            where = ray.get(self.actor.start.remote(self.plan.node.to_dict(), addresses, environment,
-                                                    self.plan.cpus_from_node), timeout=CALL_TIMEOUT_SECONDS)
+            where = ray.get(call.remote(self.plan.node.to_dict(), addresses, environment, self.plan.cpus_from_node),
+                            timeout=CALL_TIMEOUT_SECONDS)
         except Exception as exc:
             self._gone(exc, "start")
             return
+        if reuse:   # the pool record knew the node's address, not its id
+            self.node_id = where["node_id"]
         self.pid = where["pid"]
         self.mirror.note(f"{self.host} started on {self.location}")
         pump = threading.Thread(target=self._pull_until_exit, name=f"shipyard-ray-{self.host}", daemon=True)
@@ -379,13 +426,43 @@ class RayInstance:
         with self._finishing:
             if self._code is not None:
                 return
-            if self.actor is not None:
+            # A warm instance's actor stays for its pool: kept (detach) or ended (release) by the controller.
+            if self.actor is not None and not (self.plan.node.warm and not self.lost_reason):
                 try:
                     _ray().kill(self.actor, no_restart=True)
                 except Exception:
                     pass
             self._code = code
+        if not self.plan.node.warm or self.lost_reason:
+            self.placement.release(self.host)
+
+    # -- as a warm pool's member (backends/pool.py has the local one) ---------------------------------
+    @property
+    def started(self) -> bool:
+        return self.pid is not None
+
+    def detach(self) -> None:
+        if self.actor is not None and not self.lost_reason:
+            _ray().get(self.actor.detach.remote(), timeout=CALL_TIMEOUT_SECONDS)
+
+    def alive(self) -> bool:
+        """The actor answers and its warm sandbox runs (a node lost while the pool is idle ends the pool)."""
+        try:
+            return bool(_ray().get(self.actor.alive.remote(), timeout=10))
+        except Exception:
+            return False
+
+    def release(self) -> None:
+        if self.actor is not None:
+            try:
+                _ray().kill(self.actor, no_restart=True)
+            except Exception:
+                pass
+        self.placement.reused = None
         self.placement.release(self.host)
+
+    def member(self) -> dict:
+        return {"address": self.node_address, "node": self.node_id}
 
     # -- the controller's orders ----------------------------------------------------------------
     def _actor_or_cancel(self):
@@ -431,6 +508,10 @@ def _new_actor(bundle: dict[str, float], group, index: int, name: str):
         scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
         max_restarts=0, max_concurrency=4, name=name,
     ).remote()
+
+
+def _pool_actor(name: str):
+    return _ray().get_actor(name, namespace="shipyard")
 
 
 def _nodes() -> list[dict]:

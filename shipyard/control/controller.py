@@ -298,21 +298,12 @@ class JobController:
     def _claim_pool(self) -> bool:
         """A job with keep_alive takes a matching Available pool if there is one (its instances are
         attached, so no capacity is needed beyond the pool's)."""
-        spec = self.store.spec_fields(self.name)   # the stored fields: no pydantic before the instances start
-        if not spec.get("keep_alive_period_in_seconds"):
-            return False
-        from shipyard.control.pools import reconcile_pools
+        from shipyard.control.pools import claim
 
-        reconcile_pools(self.store)
-        count = spec["instance_count"]
-        pool = self.pools.claim(self.name, instance_type=spec["instance_type"], instance_count=count,
-                                backend=spec["backend"], keep_alive=spec["keep_alive_period_in_seconds"])
+        pool = claim(self.store, self.store.spec_fields(self.name))   # stored fields: no pydantic yet
         if pool is None:
             return False
         self.pool, self.claimed = pool.name, True
-        self.store.add_event(self.name, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
-                             f"{count} of its {pool.instance_count} instance(s)")
-        self.store.transition(self.name, "InProgress", "Starting", f"Reusing warm pool {pool.name}")
         return True
 
     def adopt(self, pool: str, connections: dict[str, int]) -> None:

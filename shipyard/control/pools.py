@@ -57,6 +57,24 @@ def abandon(store, job: str, reason: str) -> None:
         pools.terminate(use["pool"], f"not kept: {reason}", only_if="InUse")
 
 
+def claim(store, spec: dict):
+    """A matching Available pool for the job whose spec fields (as stored: a controller claims before it
+    loads pydantic) ask for a keep-alive, now InUse by it and said in its events and status; or None."""
+    from shipyard.store.pools import PoolStore
+
+    if not spec.get("keep_alive_period_in_seconds"):
+        return None
+    reconcile_pools(store)
+    job, count = spec["job_name"], spec["instance_count"]
+    pool = PoolStore(store).claim(job, instance_type=spec["instance_type"], instance_count=count,
+                                  backend=spec["backend"], keep_alive=spec["keep_alive_period_in_seconds"])
+    if pool is not None:
+        store.add_event(job, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
+                        f"{count} of its {pool.instance_count} instance(s)")
+        store.transition(job, "InProgress", "Starting", f"Reusing warm pool {pool.name}")
+    return pool
+
+
 def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
     """At submit: claim a matching Available pool and send the job to its warm processes at once, so it
     starts while its controller boots (which adopts the connections). None: no pool to take (or one that
@@ -67,12 +85,10 @@ def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
     # A Ray job is claimed by its controller, which connects to the cluster anyway.
     if not spec.keep_alive_period_in_seconds or spec.backend != "local" or any(p.warm is None for p in plans):
         return None
-    pools = PoolStore(store)
-    reconcile_pools(store)
-    pool = pools.claim(spec.job_name, instance_type=spec.instance_type, instance_count=spec.instance_count,
-                       backend=spec.backend, keep_alive=spec.keep_alive_period_in_seconds)
+    pool = claim(store, spec.model_dump())
     if pool is None:
         return None
+    pools = PoolStore(store)
     instances = []
     backend = get_backend(spec.backend, job_dir=store.job_dir(spec.job_name))
     try:
@@ -84,8 +100,6 @@ def warm_start(store, spec, plans: list) -> tuple[str, list] | None:
         pools.terminate(pool.name, f"warm instance unreachable when job {spec.job_name} claimed it: {exc}")
         store.add_event(spec.job_name, "warning", f"warm pool {pool.name} unreachable ({exc}); starting cold")
         return None
-    store.add_event(spec.job_name, "info", f"reusing warm pool {pool.name} (last used by {pool.job}): "
-                    f"{spec.instance_count} of its {pool.instance_count} instance(s)")
     return pool.name, instances
 
 

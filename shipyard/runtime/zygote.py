@@ -169,9 +169,10 @@ def _reap(children: dict[int, socket.socket]) -> None:
 def _become(request: dict, fds: list[int]) -> None:
     """Turn this fresh fork into `python ARGV...` run in `cwd` with `env`; never returns."""
     signal.set_wakeup_fd(-1)
-    for number in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)   # as the interpreter sets it at start
+    # As the interpreter sets them at start (SIGPIPE ignored, SIGINT raising KeyboardInterrupt).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if request.get("new_session"):
         os.setsid()
@@ -181,10 +182,11 @@ def _become(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    argv = [a for a in request["argv"][1:]]
+    argv = list(request["argv"][1:])
+    unbuffered = os.environ.get("PYTHONUNBUFFERED", "") != ""
     while argv and argv[0] == "-u":
-        argv = argv[1:]
-    _fresh_streams(os.environ.get("PYTHONUNBUFFERED", "") != "")
+        argv, unbuffered = argv[1:], True
+    _fresh_streams(unbuffered)
     module = argv[1] if argv[0] == "-m" else None
     first = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -35,6 +35,8 @@ REFUSED = [
     ("spot-without-checkpoints", None, ["--use-spot-instances", "--max-wait", "100", "--max-run", "10"],
      r"set checkpoint_s3_uri, or --spot-without-checkpoints to accept that"),
     ("local-capacity", None, ["--instance-count", "1000"], r"1000 x local: this machine runs at most \d+ instances"),
+    ("keep-alive-too-long", None, ["--keep-alive", "99999"], r"keep_alive_period_in_seconds=99999: must be 0-21600"),
+    ("keep-alive-in-file", "keep_alive_period_in_seconds: -3\n", [], r"keep_alive_period_in_seconds=-3: must be 0-21600"),
 ]
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import INSTANCES, PROCESSES, SCRIPT, free_port, parse  # noqa: E402
+from run import INSTANCES, PROCESSES, SCRIPT, parse, run_torchrun  # noqa: E402
 
 STEPS = 10
 TRIAL = '''\
@@ -50,35 +50,6 @@ parser.add_argument("--x", type=float, default=0.0)
 args, _ = parser.parse_known_args()
 print(f"loss={(args.x - 0.3) ** 2 + float(torch.zeros(1)):.6f}", flush=True)
 '''
-
-
-def run_torchrun(source: Path, workdir: Path, tries: int = 3) -> dict:
-    """Two torchrun processes, as benchmarks/run.py starts them. Plain torchrun sometimes loses a rank to
-    SIGABRT in gloo's teardown at exit (pytorch#190489; shipyard's processes are protected from it), and
-    the other node then waits in torchrun's exit barrier for minutes: such a run is counted, and run again."""
-    import subprocess
-
-    for attempt in range(tries):
-        port = free_port()
-        outputs = [workdir / f"torchrun-node{rank}.log" for rank in range(INSTANCES)]
-        t0 = time.time()
-        processes = []
-        for rank, output in enumerate(outputs):
-            with open(output, "wb") as log:
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(INSTANCES), "--nproc_per_node",
-                     str(PROCESSES), "--node_rank", str(rank), "--master_addr", "127.0.0.1", "--master_port",
-                     str(port), "bench_ddp.py", "--steps", str(STEPS)],
-                    cwd=source, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
-        while any(p.poll() is None for p in processes) and all(p.poll() in (None, 0) for p in processes):
-            time.sleep(0.01)
-        t_end = time.time()
-        if all(p.poll() == 0 for p in processes):
-            return {"t0": t0, "t_end": t_end, **parse("".join(o.read_text() for o in outputs)), "aborted": attempt}
-        for process in processes:
-            process.kill()
-            process.wait()
-    raise RuntimeError(f"torchrun failed {tries} times in a row")
 
 
 def run_shipyard(source: Path, keep_alive: int | None) -> dict:
@@ -176,7 +147,7 @@ def main() -> None:
              logging_level="ERROR")
     keep = 600
     variants = {
-        "torchrun": lambda: run_torchrun(source, workdir),
+        "torchrun": lambda: run_torchrun(source, STEPS, workdir),
         "ray": lambda: run_ray(workdir),
         "shipyard cold": lambda: run_shipyard(source, None),
         "shipyard warm": lambda: run_shipyard(source, keep),

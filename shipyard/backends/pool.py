@@ -24,7 +24,8 @@ CACHE_DIR = "/opt/ml/sagemaker/warmpoolcache"
 CACHE_VARIABLE = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 BOOT_SECONDS = 180.0   # an interpreter and `import torch` on a loaded machine
 # What a warm process imports before any job, by the estimator's framework.
-PRELOAD = {"pytorch": ("torch", "torch.distributed.run"), "tensorflow": ("tensorflow",), "xgboost": ("xgboost",), "sklearn": ("sklearn",)}
+PRELOAD = {"pytorch": ("torch", "torch.distributed.run"), "tensorflow": ("tensorflow",),
+           "xgboost": ("xgboost",), "sklearn": ("sklearn",)}
 
 
 def warm_argv(directory: Path, framework: str | None) -> list[str]:

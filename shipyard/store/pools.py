@@ -93,7 +93,8 @@ class PoolStore:
         """The job `name` starts a pool on its own instances, InUse by itself."""
         now = time.time()
         with self.store._tx() as db:
-            db.execute(f"INSERT INTO pools ({_COLUMNS}) VALUES (?, ?, ?, ?, 'InUse', ?, NULL, ?, ?, ?, ?, ?, NULL, NULL)",
+            db.execute(f"INSERT INTO pools ({_COLUMNS}) VALUES "
+                       "(?, ?, ?, ?, 'InUse', ?, NULL, ?, ?, ?, ?, ?, NULL, NULL)",
                        (name, instance_type, instance_count, backend, name, *keeper, json.dumps(members),
                         json.dumps(list(preload)), now))
             db.execute("INSERT INTO pool_uses (job, pool, keep_alive) VALUES (?, ?, ?)", (name, name, keep_alive))
@@ -162,8 +163,9 @@ class PoolStore:
         """A user's release: only an Available pool (one in use ends with its job's keep-alive 0)."""
         pool = self.get(name)
         if pool.status == "InUse":
-            raise ConflictError(f"warm pool {name!r} is in use by job {pool.job!r}; release it when that job "
-                                f"has ended, or give the job keep-alive 0: `shipyard jobs update {pool.job} --keep-alive 0`")
+            raise ConflictError(f"warm pool {name!r} is in use by job {pool.job!r}; release it when that job has "
+                                "ended, or give the job keep-alive 0: "
+                                f"`shipyard jobs update {pool.job} --keep-alive 0`")
         if pool.status == "Terminated":
             raise ConflictError(f"warm pool {name!r} is already Terminated ({pool.end_reason})")
         self.terminate(name, "Released by the user", only_if="Available")

@@ -128,7 +128,8 @@ class RayBackend:
         strategy = ray_placement.strategy(settings.ray_pack())
         placeholders = {host: placeholder_address(host) for host in spec.hosts}
         node_dir = node_job_dir(self.job_dir, spec.job_name)
-        nodes = LocalBackend(node_dir, pools_dir=node_dir.parent / POOLS_DIR).plan(spec, resources, master_port, attempt)
+        nodes = LocalBackend(node_dir, pools_dir=node_dir.parent / POOLS_DIR).plan(spec, resources, master_port,
+                                                                                   attempt)
         mirrors = LocalBackend(self.job_dir).plan(spec, resources, master_port, attempt)
         plans = []
         for node, mirror in zip(nodes, mirrors, strict=True):

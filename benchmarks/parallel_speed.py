@@ -21,11 +21,10 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run import run_shipyard, run_torchrun  # noqa: E402
+from run import run_shipyard, run_torchrun, workspace  # noqa: E402
 
 SCRIPT = '''\
 import time; print(f"BENCH_START ts={time.time():.6f}", flush=True)
@@ -103,11 +102,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="shipyard-speed-"))
-    os.environ["SHIPYARD_HOME"] = str(workdir / "home")
-    source = workdir / "src"
-    source.mkdir()
-    (source / "bench_ddp.py").write_text(SCRIPT)
+    workdir, source = workspace("shipyard-speed-", SCRIPT)
     variants = {
         "shipyard+sp": lambda: shipyard_sp(source, args.steps, workdir),
         "torchrun+sp": lambda: torchrun(source, args.steps, workdir, "sp"),

@@ -94,6 +94,17 @@ def parse(text: str) -> dict:
     return {"first_start": min(starts), "last_start": max(starts), "last_end": max(float(t) for _, t in ends)}
 
 
+def workspace(prefix: str, script: str = SCRIPT) -> tuple[Path, Path]:
+    """A temporary directory, its home/ made this process's SHIPYARD_HOME, and its src/ holding `script`
+    as bench_ddp.py: (the directory, src/)."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["SHIPYARD_HOME"] = str(workdir / "home")
+    source = workdir / "src"
+    source.mkdir()
+    (source / "bench_ddp.py").write_text(script)
+    return workdir, source
+
+
 # -- (a) shipyard ------------------------------------------------------------------------------------
 def run_shipyard(source: Path, steps: int) -> dict:
     from shipyard.pytorch import PyTorch
@@ -265,11 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary SHIPYARD_HOME")
     args = parser.parse_args(argv)
 
-    workdir = Path(tempfile.mkdtemp(prefix="shipyard-bench-"))
-    os.environ["SHIPYARD_HOME"] = str(workdir / "home")
-    source = workdir / "src"
-    source.mkdir()
-    (source / "bench_ddp.py").write_text(SCRIPT)
+    workdir, source = workspace("shipyard-bench-")
     print(f"SHIPYARD_HOME={os.environ['SHIPYARD_HOME']}; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
 

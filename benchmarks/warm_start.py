@@ -28,18 +28,16 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import INSTANCES, PROCESSES, SCRIPT, parse, run_torchrun  # noqa: E402
+from run import INSTANCES, PROCESSES, parse, run_torchrun, workspace  # noqa: E402
 
 STEPS = 10
 TRIAL = '''\
@@ -135,11 +133,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="shipyard-warm-bench-"))
-    os.environ["SHIPYARD_HOME"] = str(workdir / "home")
-    source = workdir / "src"
-    source.mkdir()
-    (source / "bench_ddp.py").write_text(SCRIPT)
+    workdir, source = workspace("shipyard-warm-bench-")
     (source / "trial.py").write_text(TRIAL)
     import ray
 

@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS pool_uses (
 );
 """
 STATUSES = ("InUse", "Available", "Terminated")
+# A pool chained from job to job ends this long after it was made, whatever the keep-alives (SageMaker's
+# current limit; the 2023 docs said 7 days).
+MAX_LIFETIME_SECONDS = 28 * 86400
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,8 @@ class PoolStore:
         now = time.time()
         with self.store._tx() as db:
             pool, keep_alive = db.execute("SELECT pool, keep_alive FROM pool_uses WHERE job=?", (job,)).fetchone()
-            db.execute("UPDATE pools SET status='Available', expires_at=? WHERE name=? AND job=? AND status='InUse'",
-                       (now + keep_alive, pool, job))
+            db.execute("UPDATE pools SET status='Available', expires_at=MIN(?, creation_time + ?) "
+                       "WHERE name=? AND job=? AND status='InUse'", (now + keep_alive, MAX_LIFETIME_SECONDS, pool, job))
             db.execute("UPDATE pool_uses SET available_since=? WHERE job=?", (now, job))
         return self.get(pool)
 
@@ -189,8 +192,9 @@ class PoolStore:
                 self.terminate(pool.name, "Released by the user (keep-alive 0)", only_if="Available")
             else:
                 with self.store._tx() as db:
-                    db.execute("UPDATE pools SET expires_at=? WHERE name=? AND status='Available'",
-                               (use["available_since"] + seconds, pool.name))
+                    db.execute("UPDATE pools SET expires_at=MIN(?, creation_time + ?) WHERE name=? "
+                               "AND status='Available'", (use["available_since"] + seconds, MAX_LIFETIME_SECONDS,
+                                                          pool.name))
         return self.get(pool.name)
 
     def use(self, job: str) -> dict | None:

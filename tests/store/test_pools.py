@@ -89,6 +89,18 @@ def test_an_expired_pool_is_not_claimed_and_an_expiry_never_ends_a_claimed_one(p
     assert pools.get("b").status == "InUse"
 
 
+def test_a_chained_pool_ends_at_its_maximum_lifetime_whatever_the_keep_alive(pools):
+    from shipyard.store.pools import MAX_LIFETIME_SECONDS
+
+    _pool(pools, keep_alive=21600)
+    with pools.store._tx() as db:   # made 28 days less 100 s ago
+        db.execute("UPDATE pools SET creation_time=? WHERE name='a'", (time.time() - MAX_LIFETIME_SECONDS + 100,))
+    pools.keep("a")
+    assert pools.get("a").expires_at == pytest.approx(time.time() + 100, abs=2)
+    pools.update_keep_alive("a", 3600)
+    assert pools.get("a").expires_at == pytest.approx(time.time() + 100, abs=2)
+
+
 def test_release_and_update(pools):
     with pytest.raises(NotFoundError, match="no warm pool named 'x'"):
         pools.release("x")

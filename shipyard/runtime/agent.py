@@ -54,12 +54,35 @@ SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
 # non-leader's parameter server waits for the master's script) before it is killed.
 SIDECAR_STOP_SECONDS = 300.0
+# How often a download's progress is written to the host log.
+PROGRESS_SECONDS = 2.0
+MB = 1024 * 1024
 # A follower instance starts its launcher once the leader's rendezvous port listens, looking this often,
 # for at most this long.
 LEADER_POLL_SECONDS = 0.01
 LEADER_WAIT_SECONDS = 600.0
 # When a sidecar died, how long the entry point gets after SIGTERM before it is killed.
 SCRIPT_STOP_SECONDS = 10.0
+
+
+class DownloadProgress:
+    """A channel's download as the host log shows it, every PROGRESS_SECONDS and once when done:
+    `download train: 120.0 of 300.0 MB (40%), 48.1 MB/s, 4 s left`; the controller gets the same as events."""
+
+    def __init__(self, agent: Agent, channel: str) -> None:
+        self.agent, self.channel = agent, channel
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if (now - self.last < PROGRESS_SECONDS and done != total) or done == total == 0:
+            return
+        self.last = now
+        self.agent.events.emit("progress", what="download", channel=self.channel, done=done, total=total)
+        rate = done / max(now - self.started, 1e-6)
+        left = f", {(total - done) / rate:.0f} s left" if 0 < done < total else ""
+        self.agent.say(f"download {self.channel}: {done / MB:.1f} of {total / MB:.1f} MB "
+                       f"({100 * done // max(total, 1)}%), {rate / MB:.1f} MB/s{left}")
 
 
 class StopRequested(Exception):
@@ -121,6 +144,11 @@ class Agent:
         archive.safe_extract(staging / Path(uri).name, code_dir)
 
     def download_channels(self) -> None:
+        """File mode: each channel into input/data/<channel>, this host's share for ShardedByS3Key. What an
+        earlier attempt of this host downloaded and what has not changed since is linked from it, not
+        fetched again (each copy's objects are listed, as they complete, in downloads/<channel>.jsonl)."""
+        import json
+
         from shipyard.storage import transfer
 
         for channel in self.config.channels:
@@ -130,18 +158,46 @@ class Agent:
                 keys = transfer.shard(keys, self.config.host_index, len(self.config.hosts))
             dest = self.layout.channel_dir(channel.name)
             dest.mkdir(parents=True, exist_ok=True)
-            last = [0.0]
+            manifest = Path(self.config.instance_dir) / "downloads" / f"{channel.name}.jsonl"
+            manifest.parent.mkdir(parents=True, exist_ok=True)
+            lock, linked = threading.Lock(), []
 
-            def progress(done: int, total: int, name: str = channel.name) -> None:
-                now = time.monotonic()
-                if now - last[0] > 0.5 or done == total:
-                    last[0] = now
-                    self.events.emit("progress", what="download", channel=name, done=done, total=total)
+            def record(key: str, size: int, identity: str, was_linked: bool, manifest: Path = manifest,
+                       lock=lock, linked=linked) -> None:
+                with lock, open(manifest, "a") as out:
+                    out.write(json.dumps({"key": key, "size": size, "id": identity}) + "\n")
+                    if was_linked:
+                        linked.append(key)
 
             started = time.monotonic()
-            size = transfer.download(channel.uri, dest, keys, progress=progress)
-            self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes from {channel.uri} "
-                     f"({channel.distribution}) in {time.monotonic() - started:.2f}s")
+            size = transfer.download(channel.uri, dest, keys, progress=DownloadProgress(self, channel.name),
+                                     record=record, reuse=self._earlier_copies(channel.name))
+            reused = f"; {len(linked)} unchanged since an earlier attempt, linked from it" if linked else ""
+            self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes fetched from {channel.uri} "
+                     f"({channel.distribution}) in {time.monotonic() - started:.2f}s{reused}")
+
+    def _earlier_copies(self, channel: str) -> list[tuple[Path, dict]]:
+        """This host's earlier attempts' copies of `channel`: (its directory, {key: [size, identity]})."""
+        import json
+
+        here = Path(self.config.instance_dir)
+        copies = []
+        for instance in sorted(here.parent.glob(f"{self.config.host}*")):
+            if instance == here or instance.name != self.config.host and not \
+                    instance.name.removeprefix(self.config.host + "-").isdigit():
+                continue
+            listed = instance / "downloads" / f"{channel}.jsonl"
+            if not listed.is_file():
+                continue
+            entries = {}
+            for line in listed.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:   # a line cut short when that attempt was killed
+                    continue
+                entries[entry["key"]] = [entry["size"], entry["id"]]
+            copies.append((instance / "ml" / "input" / "data" / channel, entries))
+        return copies
 
     def start_checkpoints(self):
         """Restore checkpoints before the entry point starts (every start and restart) and keep

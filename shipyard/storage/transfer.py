@@ -16,6 +16,7 @@ from shipyard.storage.uri import filesystem
 
 WORKERS = 8
 CHUNK = 8 * 1024 * 1024
+RANGE = 32 * 1024 * 1024   # an object larger than two of these is fetched in ranges, side by side
 
 
 def _is_local_fs(fs) -> bool:
@@ -23,30 +24,36 @@ def _is_local_fs(fs) -> bool:
     return "file" in protocols
 
 
-def _sizes(uri: str) -> tuple[object, str, bool, dict[str, int]]:
-    """(fs, root, root is a single file, {relative key: size}) for everything under `uri`."""
+def _objects(uri: str) -> tuple[object, str, bool, dict[str, tuple[int, str]]]:
+    """(fs, root, root is a single file, {relative key: (size, identity)}) for everything under `uri`. The
+    identity (an ETag, else a modification time) tells whether an object changed since it was copied."""
     fs, root = filesystem(uri)
     try:
         if not fs.exists(root):
             raise StorageError(f"{uri} does not exist")
         if fs.isfile(root):
-            return fs, root, True, {posixpath.basename(root): fs.size(root)}
+            info = fs.info(root)
+            return fs, root, True, {posixpath.basename(root): (int(info.get("size") or 0), _identity(info))}
         found = fs.find(root, detail=True)
     except OSError as exc:
         raise StorageError(f"could not list {uri}: {exc}") from exc
     prefix = root.rstrip("/") + "/"
-    sizes = {}
+    objects = {}
     for name, info in found.items():
         # Zero-byte "folder" markers some S3 tools create are not objects anyone wants.
         if info.get("type") == "directory" or name.endswith("/") or not name.startswith(prefix):
             continue
-        sizes[name[len(prefix):]] = int(info.get("size") or 0)
-    return fs, root, False, dict(sorted(sizes.items()))
+        objects[name[len(prefix):]] = (int(info.get("size") or 0), _identity(info))
+    return fs, root, False, dict(sorted(objects.items()))
+
+
+def _identity(info: dict) -> str:
+    return str(info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or "")
 
 
 def list_objects(uri: str) -> list[str]:
     """Sorted relative keys of every file under `uri`; [basename] when `uri` names one file."""
-    return list(_sizes(uri)[3])
+    return list(_objects(uri)[3])
 
 
 def shard(keys: Sequence[str], host_index: int, host_count: int) -> list[str]:
@@ -70,21 +77,28 @@ def download(
     dest: Path,
     keys: Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    reuse: Sequence[tuple[Path, dict[str, list]]] = (),
+    record: Callable[[str, int, str, bool], None] | None = None,
 ) -> int:
-    """Copy `keys` (default: all) under `uri` into `dest`, keeping relative paths; returns bytes.
+    """Copy `keys` (default: all) under `uri` into `dest`, keeping relative paths; returns bytes copied.
 
-    `progress(done, total)` is called from worker threads, but never concurrently."""
-    fs, root, single, sizes = _sizes(uri)
+    Objects are fetched side by side, and one larger than two RANGEs in ranges side by side, each written
+    at its offset. `reuse`: earlier copies, (directory, {key: [size, identity]}): an object one of them holds
+    unchanged is linked from it, not fetched again. `record(key, size, identity, linked)` is told of each
+    object as it is complete in `dest` (what a later `reuse` reads). `progress(done, total)` counts the bytes still to
+    fetch; it is called from worker threads, but never concurrently."""
+    fs, root, single, objects = _objects(uri)
     dest = Path(dest)
-    wanted = list(sizes) if keys is None else list(keys)
+    wanted = list(objects) if keys is None else list(keys)
     targets = {key: _target(dest, key) for key in wanted}  # all checked before anything is written
-    missing = [k for k in wanted if k not in sizes]
+    missing = [k for k in wanted if k not in objects]
     if missing:
         raise StorageError(f"{uri}: no object(s) {', '.join(missing[:5])}")
-    total = sum(sizes[k] for k in wanted)
+    dest.mkdir(parents=True, exist_ok=True)
+    fetch_keys = [key for key in wanted if not _reused(key, objects[key], targets[key], reuse, record)]
+    total = sum(objects[k][0] for k in fetch_keys)
     done = 0
     lock = threading.Lock()
-    dest.mkdir(parents=True, exist_ok=True)
     if progress:
         progress(0, total)
 
@@ -95,24 +109,72 @@ def download(
             if progress:
                 progress(done, total)
 
-    def fetch(key: str) -> None:
-        source = root if single else f"{root.rstrip('/')}/{key}"
-        target = targets[key]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Write beside the target and rename, so no reader sees a half-written file.
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out, fs.open(source, "rb") as src:
-                while chunk := src.read(CHUNK):
-                    out.write(chunk)
-                    advance(len(chunk))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    # Every object's partial file is made (at its full size) before any range is written into it; it is
+    # renamed over the target once its last range is in, so no reader sees a half-written file.
+    parts: dict[str, Path] = {}
+    left: dict[str, int] = {}
+    pieces: list[tuple[str, int, int]] = []
+    try:
+        for key in fetch_keys:
+            size = objects[key][0]
+            target = targets[key]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+            os.ftruncate(fd, size)
+            os.close(fd)
+            parts[key] = Path(tmp)
+            spans = [(start, min(start + RANGE, size)) for start in range(0, size, RANGE)] if size > 2 * RANGE \
+                else [(0, size)]
+            left[key] = len(spans)
+            pieces += [(key, start, end) for start, end in spans]
 
-    _run_all(fetch, wanted, f"download from {uri}")
+        def fetch(piece: tuple[str, int, int]) -> None:
+            key, start, end = piece
+            source = root if single else f"{root.rstrip('/')}/{key}"
+            fd = os.open(parts[key], os.O_WRONLY)
+            try:
+                with fs.open(source, "rb", block_size=CHUNK) as src:
+                    src.seek(start)
+                    offset = start
+                    while offset < end:
+                        chunk = src.read(min(CHUNK, end - offset))
+                        if not chunk:   # shorter than listed: changed meanwhile; never keep wrong bytes
+                            raise StorageError(f"{source} changed while it was downloaded (ended at byte "
+                                               f"{offset} of {objects[key][0]}); start again")
+                        os.pwrite(fd, chunk, offset)
+                        offset += len(chunk)
+                        advance(len(chunk))
+            finally:
+                os.close(fd)
+            with lock:
+                left[key] -= 1
+                complete = left[key] == 0
+            if complete:
+                os.replace(parts[key], targets[key])
+                if record:
+                    record(key, *objects[key], False)
+
+        _run_all(fetch, pieces, f"download from {uri}")
+    finally:
+        for part in parts.values():
+            part.unlink(missing_ok=True)
     return done
+
+
+def _reused(key: str, listed: tuple[int, str], target: Path, reuse, record) -> bool:
+    """Link `key` from an earlier copy that holds it unchanged; False when none does."""
+    for directory, manifest in reuse:
+        source = Path(directory) / key
+        if manifest.get(key) == list(listed) and source.is_file() and source.stat().st_size == listed[0]:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+            if record:
+                record(key, *listed, True)
+            return True
+    return False
 
 
 def _run_all(work: Callable[[str], None], items: list, what: str) -> None:

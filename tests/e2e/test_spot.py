@@ -235,6 +235,17 @@ def test_interruption_during_channel_download(home, tmp_path, s3):
     assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert tar.extractfile("files.txt").read() == b"150"  # the new attempt has every object
+    # What the first attempt finished downloading (its list of complete objects) the second linked, not
+    # fetched again (issue 17: resumable File mode).
+    job_dir = home / "jobs" / est.latest_training_job.name
+    done_first = (job_dir / "instances" / "algo-1" / "downloads" / "train.jsonl").read_text().splitlines()
+    log = (job_dir / "logs" / "algo-1.log").read_text()
+    second = log.split("channel train: 150 objects, ")[-1].splitlines()[0]
+    if done_first:
+        assert f"; {len(done_first)} unchanged since an earlier attempt, linked from it" in second, second
+        assert second.startswith(f"{1024 * (150 - len(done_first))} bytes fetched"), second
+    else:
+        assert second.startswith(f"{1024 * 150} bytes fetched") and "linked" not in second, second
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs as the checkpoint disk needs root")

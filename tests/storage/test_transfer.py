@@ -162,3 +162,74 @@ def test_s3_key_with_dotdot_is_refused_before_writing(s3, tmp_path):
     with pytest.raises(StorageError, match="escape"):
         transfer.download(f"{bucket}/train", dest)
     assert not (tmp_path / "x").exists() and not (tmp_path / "escape").exists()
+
+
+def _spy_pieces(monkeypatch) -> list:
+    """The pieces download() hands to its workers (key, start, end), as it hands them."""
+    seen = []
+    run_all = transfer._run_all
+
+    def spy(work, items, what):
+        seen.extend(items)
+        return run_all(work, items, what)
+
+    monkeypatch.setattr(transfer, "_run_all", spy)
+    return seen
+
+
+def test_a_large_object_is_fetched_in_ranges_side_by_side(tree, tmp_path, monkeypatch):
+    """Issue 17, File mode at full speed: an object larger than two ranges is split, every range fetched by
+    its own worker and written at its offset; the bytes are the object's."""
+    monkeypatch.setattr(transfer, "RANGE", 256)
+    pieces = _spy_pieces(monkeypatch)
+    dest = tmp_path / "dest"
+    assert transfer.download(tree, dest) == sum(map(len, FILES.values()))
+    got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert got == FILES
+    big = sorted((start, end) for key, start, end in pieces if key == "sub/deep/c.bin")
+    assert big == [(0, 256), (256, 512), (512, 768), (768, 1000)]
+    assert [(s, e) for key, s, e in pieces if key == "a.csv"] == [(0, 4)]   # small ones whole
+    assert not list(dest.rglob("*.part"))
+
+
+def test_what_an_earlier_copy_holds_unchanged_is_linked_not_fetched(tree, tmp_path):
+    """An instance restarted (spot) links what its earlier attempt downloaded and that has not changed."""
+    first, manifest = tmp_path / "first", {}
+    transfer.download(tree, first, record=lambda key, size, identity, linked: manifest.update({key: [size, identity]}))
+    assert sorted(manifest) == sorted(FILES)
+    changed = "sub/b.csv"
+    _rewrite(tree, changed, b"changed!")
+    linked = []
+    second = tmp_path / "second"
+    fetched = transfer.download(tree, second, reuse=[(first, manifest)],
+                                record=lambda key, size, identity, was: was and linked.append(key))
+    assert fetched == len(b"changed!")                        # only what changed came over the wire
+    assert sorted(linked) == sorted(set(FILES) - {changed})
+    assert (second / changed).read_bytes() == b"changed!"
+    assert (second / "a.csv").stat().st_ino == (first / "a.csv").stat().st_ino
+
+
+def _rewrite(tree: str, key: str, data: bytes) -> None:
+    import time
+
+    from shipyard.storage.uri import filesystem
+
+    time.sleep(0.01)   # a modification time of its own on local storage
+    fs, root = filesystem(tree)
+    with fs.open(f"{root.rstrip('/')}/{key}", "wb") as out:
+        out.write(data)
+
+
+def test_an_object_shorter_than_listed_is_never_kept(tree, tmp_path, monkeypatch):
+    """An object that changed between the listing and the read fails the copy; nothing half-right stays."""
+    listed = transfer._objects
+
+    def longer(uri):
+        fs, root, single, objects = listed(uri)
+        return fs, root, single, {**objects, "a.csv": (40, objects["a.csv"][1])}
+
+    monkeypatch.setattr(transfer, "_objects", longer)
+    dest = tmp_path / "dest"
+    with pytest.raises(StorageError, match="a.csv changed while it was downloaded"):
+        transfer.download(tree, dest, keys=["a.csv"])
+    assert not list(dest.rglob("*"))

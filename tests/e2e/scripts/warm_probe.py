@@ -61,6 +61,10 @@ else:
         "polluted_path": "/polluted/path" in sys.path,
         "sleepers": [c for c in processes.values() if c.startswith("sleep 31")],
         "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+        # What descriptors past stdin/out/err lead to: this listing's own, or a heartbeat file being written
+        # at that moment; never a socket, a pipe or a file of the job before.
+        "fd_targets": [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                       if int(fd) > 2 and os.path.exists(f"/proc/self/fd/{fd}")],
         "threads": sorted(t.name for t in threading.enumerate()),
         "sigusr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
         "cwd": os.getcwd(),

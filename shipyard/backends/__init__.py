@@ -47,6 +47,27 @@ class Instance(Protocol):
     def kill(self) -> None: ...
 
 
+class WarmInstance(Instance, Protocol):
+    """An instance of a job with keep_alive_period_in_seconds (backends/pool.py locally, RayInstance on
+    Ray): what the controller and a pool's keeper (control/pools.py) ask of it besides an Instance's."""
+
+    @property
+    def started(self) -> bool:
+        """Whether the job reached the warm process (not while the sandbox still boots)."""
+
+    def detach(self) -> None:
+        """The job ended and the pool is kept: the warm process waits for the next job."""
+
+    def alive(self) -> bool:
+        """Whether its warm sandbox still runs (the keeper ends the pool when one does not)."""
+
+    def release(self) -> None:
+        """Stop the warm sandbox (the pool ended)."""
+
+    def member(self) -> dict:
+        """What the pool records of it: the warm process's pid, a Ray node's address."""
+
+
 class Backend(Protocol):
     name: str
     plan_type: type
@@ -61,6 +82,10 @@ class Backend(Protocol):
     def prepare(self, plan: Any) -> None: ...
 
     def start(self, plan: Any) -> Instance: ...
+
+    def attach(self, plan: Any, warm_pool: str, connection: int | None = None) -> WarmInstance:
+        """Run the instance on the warm process `warm_pool` keeps for its host (`connection`: one the
+        submitting client already sent the job on)."""
 
 
 def get_backend(name: str, **kwargs) -> Backend:

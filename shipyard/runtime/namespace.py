@@ -90,10 +90,3 @@ def drop_capabilities() -> None:
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-
-
-def effective_capabilities() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return int(line.split()[1], 16)
-    return 0

@@ -43,7 +43,6 @@ CREATE TABLE IF NOT EXISTS pool_uses (
     reused_by TEXT
 );
 """
-STATUSES = ("InUse", "Available", "Terminated")
 # A pool chained from job to job ends this long after it was made, whatever the keep-alives (SageMaker's
 # current limit; the 2023 docs said 7 days).
 MAX_LIFETIME_SECONDS = 28 * 86400

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages shipyard needs at run and test time: instance sandboxes, and OpenMPI for the `mpi`
 # strategy (the headers let pip build mpi4py where no wheel fits), and Chromium, the real browser the
-# profiling report is checked in (Playwright drives Debian's build; it never downloads its own).
-APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev chromium"
+# profiling report is checked in (Playwright drives Debian's build; it never downloads its own), and
+# rclone with fuse3 (fusermount3) for FastFile channels' mounts (runtime/fastfile.py).
+APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev chromium rclone fuse3"
 VENV=.venv
 LOCK=requirements-dev.lock  # every dev/test package at an exact version (make lock refreshes it)
 STAMP_DIR="$VENV/.shipyard-setup"

@@ -108,3 +108,99 @@ def s3(s3_server, monkeypatch):
     yield S3(s3_server)
     s3fs.S3FileSystem.clear_instance_cache()
     urllib.request.urlopen(urllib.request.Request(f"{s3_server}/moto-api/reset", method="POST")).close()
+
+
+class S3Proxy:
+    """An S3 endpoint in front of moto's that a test can hold, break and watch: `hold(bucket)` makes every
+    object body of that bucket wait until `release()` (listings and HEADs still answer), `dark = True`
+    answers every request 503 and cuts bodies being sent (the endpoint is down), and
+    `sent["bucket/key"]` counts the body bytes each object gave."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, upstream: str) -> None:
+        import collections
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.upstream = upstream.removeprefix("http://")
+        self.open = threading.Event()
+        self.open.set()
+        self.held: str | None = None
+        self.dark = False
+        self.sent: collections.Counter = collections.Counter()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def hold(self, bucket: str) -> None:
+        self.held = bucket
+        self.open.clear()
+
+    def release(self) -> None:
+        self.open.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self):
+        import http.client
+        from http.server import BaseHTTPRequestHandler
+        from urllib.parse import urlsplit
+
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if proxy.dark:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                path = urlsplit(self.path)
+                bucket, _, key = path.path.lstrip("/").partition("/")
+                is_body = self.command == "GET" and key and not path.query
+                if is_body and bucket == proxy.held:
+                    proxy.open.wait()
+                upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+                response = upstream.getresponse()
+                self.send_response(response.status)
+                for name, value in response.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.end_headers()
+                while self.command != "HEAD" and (chunk := response.read(proxy.CHUNK)):
+                    if proxy.dark:   # gone in the middle of a body: the connection drops
+                        self.close_connection = True
+                        break
+                    self.wfile.write(chunk)
+                    if is_body:
+                        proxy.sent[f"{bucket}/{key}"] += len(chunk)
+                upstream.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        return Handler
+
+
+@pytest.fixture
+def s3_proxy(s3, s3_server, monkeypatch):
+    """`s3` reached through an S3Proxy: SHIPYARD_S3_ENDPOINT_URL points at the proxy (the S3 helper itself
+    still talks to moto directly)."""
+    import s3fs
+
+    proxy = S3Proxy(s3_server)
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", proxy.endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield proxy
+    proxy.close()

@@ -243,6 +243,9 @@ def instance_mounts(config: AgentConfig, *, job_dir: Path, hosts: Path, machine:
     directories, what is shown again (steps 2-7 above, less /opt itself). bubblewrap applies them to a
     cold instance (`wrap`); a warm one applies them in each job's namespace (runtime/namespace.py)."""
     mounts = [("bind", str(Path(config.instance_dir) / "ml"), str(SANDBOX_ML))]
+    # File system channels (FileSystemInput) are their directory, read-only, at the channel's path.
+    mounts += [("ro-bind", c.uri, str(SANDBOX_ML / "input" / "data" / c.name))
+               for c in config.channels if c.file_system_type]
     mounts += [("tmpfs", "", str(path)) for path in machine.private]
     hidden = _outermost(p for p in (*machine.hidden, _real(job_dir).parent) if not _under(p, machine.private))
     mounts += [("tmpfs", "", str(path)) for path in hidden]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
 from shipyard.errors import ValidationError, unknown_name_error
 from shipyard.registry import Registry
@@ -54,10 +54,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
-class InputFile(_Frozen):
-    """One channel: TrainingInput's fields."""
+# A channel's keys that only a FileSystemInput has (content_type both have).
+FILE_SYSTEM_KEYS = frozenset({"file_system_id", "file_system_type", "directory_path", "file_system_access_mode"})
 
-    s3_data: str
+
+class InputFile(_Frozen):
+    """One channel: TrainingInput's fields, or FileSystemInput's."""
+
+    s3_data: str | None = None
     distribution: Literal["FullyReplicated", "ShardedByS3Key"] | None = None
     compression: str | None = None
     content_type: str | None = None
@@ -68,6 +72,22 @@ class InputFile(_Frozen):
     attribute_names: list[str] | None = None
     target_attribute_name: str | None = None
     shuffle_config: Any = None
+    file_system_id: str | None = None
+    file_system_type: str | None = None
+    directory_path: str | None = None
+    file_system_access_mode: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputFile:
+        if (self.s3_data is None) == (self.directory_path is None):
+            raise ValueError("give the channel's s3_data (a URI or path), or a file system's file_system_id, "
+                             "file_system_type and directory_path; not both")
+        given = {k for k, v in self if v is not None}
+        wrong = sorted(given - FILE_SYSTEM_KEYS - {"content_type"} if self.directory_path else given & FILE_SYSTEM_KEYS)
+        if wrong:
+            raise ValueError(f"{wrong[0]} does not go with {'directory_path' if self.directory_path else 's3_data'}; "
+                             "a channel is either a TrainingInput or a FileSystemInput")
+        return self
 
 
 class _JobFileBase(_Frozen):
@@ -229,7 +249,9 @@ def _resolve(request: JobRequest, base: Path) -> JobRequest:
     for key in ("output_path", "code_location", "checkpoint_s3_uri"):
         if isinstance(args.get(key), str):
             args[key] = _absolute(args[key], base)
-    inputs = {name: {**item, "s3_data": _absolute(item["s3_data"], base)} for name, item in request.inputs.items()}
+    paths = ("s3_data", "directory_path")
+    inputs = {name: {**item, **{key: _absolute(item[key], base) for key in paths if key in item}}
+              for name, item in request.inputs.items()}
     return replace(request, arguments=args, inputs=inputs)
 
 
@@ -279,6 +301,7 @@ class RunOptions:
     hyperparameters: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
     sharded: tuple[str, ...] = ()
+    input_mode: str | None = None
     output_path: str | None = None
     metrics: tuple[str, ...] = ()
     environment: tuple[str, ...] = ()
@@ -320,7 +343,7 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
         "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
         "spot_without_checkpoints": options.spot_without_checkpoints, "follow_symlinks": options.follow_symlinks,
-        "keep_alive_period_in_seconds": options.keep_alive_period_in_seconds,
+        "keep_alive_period_in_seconds": options.keep_alive_period_in_seconds, "input_mode": options.input_mode,
     }
     args.update({k: v for k, v in scalars.items() if v is not None})
     if options.hyperparameters:
@@ -396,9 +419,10 @@ def make_estimator(request: JobRequest):
 
 
 def fit_inputs(request: JobRequest) -> dict | None:
-    """fit()'s `inputs`: channel name -> TrainingInput."""
-    from shipyard.sdk.inputs import TrainingInput
+    """fit()'s `inputs`: channel name -> TrainingInput, or FileSystemInput."""
+    from shipyard.sdk.inputs import FileSystemInput, TrainingInput
 
     if not request.inputs:
         return None
-    return {name: TrainingInput(**item) for name, item in request.inputs.items()}
+    return {name: FileSystemInput(**item) if "directory_path" in item else TrainingInput(**item)
+            for name, item in request.inputs.items()}

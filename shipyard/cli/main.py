@@ -104,6 +104,8 @@ Examples:
 @click.option("--channel", "channels", multiple=True, metavar="NAME=URI[:ShardedByS3Key]",
               help="Input channel (s3://, file:// or a local path).")
 @click.option("--sharded", multiple=True, metavar="NAME", help="Shard channel NAME across instances.")
+@click.option("--input-mode", metavar="MODE", help="How channels reach the script: File (default, copied "
+              "first), FastFile (mounted, read on demand) or Pipe (streamed into FIFOs).")
 @click.option("--output-path", help="Where model.tar.gz and output.tar.gz go.")
 @click.option("--metric", "metrics", multiple=True, metavar="NAME=REGEX",
               help="Metric scraped from the logs: the regex's first group.")

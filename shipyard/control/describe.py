@@ -52,23 +52,11 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "HyperParameters": dict(spec.hyperparameters),
         "AlgorithmSpecification": {
             "TrainingImage": None,
-            "TrainingInputMode": "File",
+            "TrainingInputMode": spec.input_mode,
             "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
             "EnableSageMakerMetricsTimeSeries": True,
         },
-        "InputDataConfig": [
-            {
-                "ChannelName": c.name,
-                "DataSource": {"S3DataSource": {
-                    "S3DataType": c.s3_data_type, "S3Uri": c.uri, "S3DataDistributionType": c.distribution,
-                }},
-                **({"ContentType": c.content_type} if c.content_type else {}),
-                "CompressionType": "None",
-                "RecordWrapperType": c.record_wrapping or "None",
-                "InputMode": c.input_mode,
-            }
-            for c in spec.channels
-        ],
+        "InputDataConfig": [_channel(c) for c in spec.channels],
         "OutputDataConfig": {"S3OutputPath": spec.output_path},
         "ResourceConfig": {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count,
                            "VolumeSizeInGB": 30},
@@ -148,3 +136,23 @@ def _expected_model(spec) -> str:
     from shipyard.storage.uri import join
 
     return join(spec.output_path, spec.job_name, "output", "model.tar.gz")
+
+
+def _channel(c) -> dict:
+    """A channel as DescribeTrainingJob's InputDataConfig shows it."""
+    if c.file_system_type:
+        source = {"FileSystemDataSource": {"FileSystemId": c.file_system_id, "FileSystemAccessMode": "ro",
+                                           "FileSystemType": c.file_system_type, "DirectoryPath": c.uri}}
+    else:
+        source = {"S3DataSource": {
+            "S3DataType": c.s3_data_type, "S3Uri": c.uri, "S3DataDistributionType": c.distribution,
+            **({"AttributeNames": list(c.attribute_names)} if c.attribute_names else {})}}
+    return {
+        "ChannelName": c.name,
+        "DataSource": source,
+        **({"ContentType": c.content_type} if c.content_type else {}),
+        "CompressionType": c.compression or "None",
+        "RecordWrapperType": c.record_wrapping or "None",
+        "InputMode": c.input_mode,
+        **({"ShuffleConfig": {"Seed": c.shuffle_seed}} if c.shuffle_seed is not None else {}),
+    }

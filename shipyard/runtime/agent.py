@@ -97,9 +97,16 @@ class SidecarExited(ShipyardError):
     """A launcher's side process ended while the entry point ran (the script would wait for it forever)."""
 
 
+class ChannelFailed(ShipyardError):
+    """A Pipe channel stopped short of its epoch's end (the script saw an early end of file)."""
+
+
 class Agent:
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, mounts: list | None = None) -> None:
         self.config = config
+        self.mounts = mounts or []   # FastFile channels' mounts (a warm instance's are made before it starts)
+        self.streams: list = []      # Pipe channels' streams
+        self.channel_error: str | None = None
         self.layout = Layout(Path(config.base))
         self.events = EventWriter(Path(config.events_path), config.host)
         self.log_fd = os.open(config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -152,10 +159,10 @@ class Agent:
         from shipyard.storage import transfer
 
         for channel in self.config.channels:
+            if channel.input_mode != "File" or channel.file_system_type:
+                continue
             self._check_stop()
-            keys = transfer.list_objects(channel.uri)
-            if channel.distribution == "ShardedByS3Key":
-                keys = transfer.shard(keys, self.config.host_index, len(self.config.hosts))
+            uri, keys = self._objects(channel)
             dest = self.layout.channel_dir(channel.name)
             dest.mkdir(parents=True, exist_ok=True)
             manifest = Path(self.config.instance_dir) / "downloads" / f"{channel.name}.jsonl"
@@ -170,11 +177,54 @@ class Agent:
                         linked.append(key)
 
             started = time.monotonic()
-            size = transfer.download(channel.uri, dest, keys, progress=DownloadProgress(self, channel.name),
+            size = transfer.download(uri, dest, keys, progress=DownloadProgress(self, channel.name),
                                      record=record, reuse=self._earlier_copies(channel.name))
             reused = f"; {len(linked)} unchanged since an earlier attempt, linked from it" if linked else ""
             self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes fetched from {channel.uri} "
                      f"({channel.distribution}) in {time.monotonic() - started:.2f}s{reused}")
+
+    def _objects(self, channel) -> tuple[str, list[str]]:
+        """(base URI, this host's keys under it): the prefix's objects, or the manifest's."""
+        from shipyard.runtime.pipe import epoch_items
+        from shipyard.storage import manifest, transfer
+
+        if channel.s3_data_type == "ManifestFile":
+            uri, keys = manifest.read_manifest(channel.uri)
+        else:
+            uri, keys = channel.uri, transfer.list_objects(channel.uri)
+        return uri, epoch_items(keys, 0, channel.shuffle_seed, self.config.host_index, len(self.config.hosts),
+                                sharded=channel.distribution == "ShardedByS3Key")
+
+    def open_channels(self) -> None:
+        """FastFile channels mounted (unless a warm instance mounted them already), Pipe channels streaming,
+        file systems shown (the sandbox binds them; without one, a link)."""
+        from shipyard.runtime import fastfile, pipe
+
+        if not self.mounts:
+            self.mounts = fastfile.mount_channels(self.config, self.log_fd)
+        for channel in self.config.channels:
+            if channel.input_mode == "Pipe":
+                self.streams.append(pipe.start(channel, self.layout.input_data_dir, self.config.host_index,
+                                               len(self.config.hosts), self._channel_failed))
+            elif channel.file_system_type and not self.config.sandboxed:
+                link = self.layout.channel_dir(channel.name)
+                link.rmdir()
+                link.symlink_to(channel.uri, target_is_directory=True)
+        for mount in self.mounts:
+            self.say(f"channel {mount.plan.channel}: mounted (FastFile)")
+
+    def _channel_failed(self, message: str) -> None:
+        """A Pipe channel could not go on: the script must not take what it read for the whole epoch."""
+        self.channel_error = message
+        self.say(message)
+        if self.child and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+    def close_channels(self) -> None:
+        for stream in self.streams:
+            stream.stop()
+        for mount in self.mounts:
+            mount.stop()
 
     def _earlier_copies(self, channel: str) -> list[tuple[Path, dict]]:
         """This host's earlier attempts' copies of `channel`: (its directory, {key: [size, identity]})."""
@@ -288,7 +338,11 @@ class Agent:
     # -- the whole run ------------------------------------------------------------------------
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        self.layout.create(c.name for c in self.config.channels)
+        if not self.config.sandboxed and any(c.input_mode == "FastFile" for c in self.config.channels):
+            from shipyard.runtime import namespace
+
+            namespace.private_mounts()   # before any thread; the mounts then go with this instance
+        self.layout.create(c.name for c in self.config.channels if c.input_mode != "Pipe")
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
         sync, services = None, []
@@ -298,6 +352,7 @@ class Agent:
             self.events.emit("phase", phase="Downloading")
             self.fetch_code(env)
             self.download_channels()
+            self.open_channels()
             sync = self.start_checkpoints()
             self.start_services(services)
             self.install(sys.executable)
@@ -307,13 +362,16 @@ class Agent:
             argv, code = self._launch(env, launcher)
             while self.pausing and not self.stopping:
                 argv, code = self._rejoin(env, launcher, sync, code)
+            if self.channel_error:
+                raise ChannelFailed(self.channel_error)
         except StopRequested:
             self.finish_checkpoints(sync)
             self.finish_services(services)
+            self.close_channels()
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
             return 143
-        except (InstallError, SidecarExited) as exc:
+        except (InstallError, SidecarExited, ChannelFailed) as exc:
             code = self._fail(str(exc))
         except ShipyardError as exc:
             code = self._fail(f"ClientError: {exc}")
@@ -327,6 +385,7 @@ class Agent:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
         self.finish_services(services)
+        self.close_channels()
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 

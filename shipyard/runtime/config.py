@@ -26,7 +26,11 @@ class ChannelSource:
     input_mode: str = "File"
     content_type: str | None = None
     record_wrapping: str | None = None
-    s3_data_type: str = "S3Prefix"
+    s3_data_type: str = "S3Prefix"   # S3Prefix, ManifestFile (uri: the manifest), AugmentedManifestFile
+    compression: str | None = None   # "Gzip": Pipe mode decompresses each object
+    attribute_names: tuple[str, ...] = ()  # AugmentedManifestFile: what each line streams, in order
+    shuffle_seed: int | None = None  # ShuffleConfig.Seed
+    file_system_type: str | None = None  # EFS / FSxLustre: uri is a directory shown read-only at the channel
 
     @classmethod
     def of(cls, channel) -> ChannelSource:

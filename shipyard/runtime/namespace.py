@@ -58,12 +58,18 @@ def _mount_point(target: Path, like: Path) -> None:
         target.touch()
 
 
+def private_mounts() -> None:
+    """A mount namespace of this process's own: what it mounts leaks nowhere (to the warm sandbox, to this
+    machine) and goes with the last process in it. Only while the process has one thread."""
+    _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+
+
 def enter(mounts: list[list[str]]) -> None:
     """Make this process's mount namespace the job's: `mounts` are (kind, source, target) as
     `sandbox.instance_mounts` plans them (kinds: tmpfs, bind, ro-bind, and their -try forms, which skip a
     missing source), sources being this machine's paths. Then the host view goes."""
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)   # nothing of the job's leaks back to the warm sandbox
+    private_mounts()
     for kind, source, target in mounts:
         point = Path(target)
         if kind == "tmpfs":

@@ -85,7 +85,8 @@ def _serve_job(server: socket.socket, connection: socket.socket) -> None:
 
 def _run_job(request: dict) -> None:
     """In the forked child: become the job's instance agent, in the job's namespace."""
-    from shipyard.runtime import namespace
+    from shipyard.runtime import fastfile, namespace
+    from shipyard.runtime.config import AgentConfig
 
     code = 1
     try:
@@ -94,11 +95,13 @@ def _run_job(request: dict) -> None:
         os.dup2(null, 0)
         os.close(null)
         namespace.enter(request["mounts"])
-        namespace.drop_capabilities()
         log = os.open(request["log_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        config = AgentConfig.read(Path(request["config"]))
+        mounts = fastfile.mount_channels(config, 1)   # FUSE mounts need the capability about to go
+        namespace.drop_capabilities()
         os.environ.update(request.get("env", {}))
         os.chdir("/")
         if zygote.threads() == 1:   # forking is safe only single-threaded
@@ -110,11 +113,8 @@ def _run_job(request: dict) -> None:
             server.close()
             os.environ[zygote.ENV_SOCKET] = request["instance_dir"]
         from shipyard.runtime.agent import Agent
-        from shipyard.runtime.config import AgentConfig
 
-        config = AgentConfig.read(Path(request["config"]))
-
-        code = Agent(config).run()
+        code = Agent(config, mounts).run()
     except BaseException:
         traceback.print_exc()
     finally:

@@ -35,7 +35,6 @@ SDK_ARGUMENTS = {
     "source_dir": SdkArgument(None, str),
     "dependencies": SdkArgument((), list[str]),
     "hyperparameters": SdkArgument(None, dict[str, Any]),
-    "input_mode": SdkArgument("File", str),
     "base_job_name": SdkArgument(None, str),
     "code_location": SdkArgument(None, str),
     "container_log_level": SdkArgument(logging.INFO, Any),

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.contract import hyperparameters as hp
-from shipyard.errors import ShipyardError, StorageError, ValidationError
+from shipyard.errors import ShipyardError, ValidationError
 from shipyard.sdk.arguments import HONOURED, SPEC_ARGUMENTS, default, sort_arguments
-from shipyard.sdk.inputs import TrainingInput
+from shipyard.sdk.channels import absolute as _absolute, channels, job_input_mode
 from shipyard.sdk.job import TrainingJob
 from shipyard.spec import distribution as dist
 from shipyard.spec.build import build as build_model
-from shipyard.spec.job import ChannelSpec, JobSpec, MetricDefinition
+from shipyard.spec.job import JobSpec, MetricDefinition, check_input_mode
 from shipyard.spec.names import base_of, generate_job_name, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.tuning import OBJECTIVE_HYPERPARAMETER
@@ -62,8 +62,6 @@ class EstimatorBase:
         count = self.instance_count
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValidationError("instance_count", count, "must be an integer >= 1")
-        if self.input_mode != "File":
-            raise ValidationError("input_mode", self.input_mode, "only 'File' is supported by shipyard yet")
         if not isinstance(self._hyperparameters, dict):
             raise ValidationError("hyperparameters", self._hyperparameters, "must be a dict")
         hp.check_user(self._hyperparameters)
@@ -175,32 +173,6 @@ class EstimatorBase:
             raise ValidationError("entry_point", self.entry_point, "no such file")
         return entry, None, entry.name
 
-    def _channels(self, inputs: Any) -> tuple[ChannelSpec, ...]:
-        if inputs is None:
-            return ()
-        if isinstance(inputs, (str, TrainingInput)):
-            inputs = {"training": inputs}
-        if not isinstance(inputs, dict):
-            raise ValidationError("inputs", inputs, "pass a URI, a TrainingInput, or a dict of channel name to either")
-        channels = []
-        for name, value in inputs.items():
-            field = f"inputs[{name!r}]"
-            item = value if isinstance(value, TrainingInput) else TrainingInput(s3_data=value)
-            if not isinstance(item.s3_data, str):
-                raise ValidationError(field, item.s3_data, "give the channel's URI as a string")
-            if item.input_mode not in (None, "File"):
-                raise ValidationError(f"{field}.input_mode", item.input_mode, "only 'File' is supported yet")
-            for option in ("compression", "instance_groups", "shuffle_config", "attribute_names"):
-                if getattr(item, option):
-                    raise ValidationError(f"{field}.{option}", getattr(item, option), "not supported yet; remove it")
-            uri = _absolute(item.s3_data, field)
-            _check_uri_exists(field, uri)
-            channels.append(build_model(ChannelSpec, field, name=name, uri=uri,
-                                      distribution=item.distribution or "FullyReplicated",
-                                      content_type=item.content_type, record_wrapping=item.record_wrapping,
-                                      s3_data_type=item.s3_data_type))
-        return tuple(channels)
-
     def _framework_hyperparameters(self, job_name: str, output_path: str) -> dict[str, Any]:
         """Hyperparameters a framework adds for the job (TensorFlow's model_dir)."""
         return {}
@@ -233,9 +205,11 @@ class EstimatorBase:
                 **dist.to_hyperparameters(self._enabled_distribution, self.instance_type),
             }),
         }
+        job_channels = channels(inputs, check_input_mode(self.input_mode))  # the estimator's mode named first
         spec = build_model(JobSpec, "job", **{
             **{name: getattr(self, name) for name in SPEC_ARGUMENTS},
-            "job_name": name, "hyperparameters": hyperparameters, "channels": self._channels(inputs),
+            "job_name": name, "hyperparameters": hyperparameters, "channels": job_channels,
+            "input_mode": job_input_mode(inputs, self.input_mode),
             "framework": self.framework, "output_path": output_path,
             "metric_definitions": tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions)),
             "tags": tuple(self.tags),
@@ -322,20 +296,6 @@ def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | Non
     return value
 
 
-def _absolute(uri: Any, field: str) -> str:
-    """A plain relative path means the caller's directory, wherever the job's processes run."""
-    from shipyard.storage.uri import check_form, looks_like_uri
-
-    if not isinstance(uri, (str, Path)):
-        raise ValidationError(field, uri, "give a URI (s3://bucket/prefix, file:///path) or a local path")
-    uri = str(uri)
-    try:
-        check_form(uri)
-    except StorageError as exc:
-        raise ValidationError(field, uri, str(exc).removeprefix(f"{uri}: ")) from None
-    return uri if looks_like_uri(uri) else str(Path(uri).expanduser().resolve())
-
-
 def _log_level(value: Any) -> int:
     """container_log_level as the toolkit takes it: a logging level, given as a number or a name."""
     import logging
@@ -353,19 +313,6 @@ def _metric(index: int, definition: Any) -> MetricDefinition:
     if not isinstance(definition, dict):
         raise ValidationError(field, definition, "give a dict {'Name': ..., 'Regex': ...}")
     return build_model(MetricDefinition, field, **definition)
-
-
-def _check_uri_exists(field: str, uri: str) -> None:
-    from shipyard.storage import uri as uris
-
-    try:
-        found = uris.exists(uri)
-    except StorageError as exc:
-        raise ValidationError(field, uri, str(exc)) from None
-    except Exception as exc:  # a filesystem that cannot even be asked (bad endpoint, no credentials)
-        raise ValidationError(field, uri, f"cannot be read: {type(exc).__name__}: {exc}") from None
-    if not found:
-        raise ValidationError(field, uri, "does not exist; check the path or the bucket and prefix")
 
 
 def _check_writable(field: str, uri: str) -> None:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from shipyard.errors import ValidationError
+from shipyard.errors import ValidationError, unknown_name_error
 from shipyard.settings import default_backend
 from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
@@ -45,21 +45,72 @@ class MetricDefinition(UserModel):
         return value
 
 
+# SageMaker's input modes (docs/input-modes.md): File copies a channel before the script starts, FastFile
+# mounts it and fetches bytes on first read, Pipe streams it into one FIFO per epoch.
+INPUT_MODES = ("File", "FastFile", "Pipe")
+PIPE_ONLY = "works only in Pipe mode (SageMaker's rule); set input_mode='Pipe'"
+
+
+def check_input_mode(value: str) -> str:
+    if value not in INPUT_MODES:
+        raise unknown_name_error("input_mode", value, INPUT_MODES)
+    return value
+
+
 class ChannelSpec(UserModel):
+    """A channel: its source (an object prefix, a manifest of objects, or a file system directory) and how
+    the script sees it. `input_mode` is the channel's own mode, the job's when it gave none."""
+
     name: str
-    uri: str = Field(min_length=1)
+    uri: str = Field(min_length=1)   # the prefix, the manifest, or the file system directory
     distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
-    input_mode: Literal["File"] = "File"
+    input_mode: str = "File"
     content_type: str | None = None
     record_wrapping: Literal["None", "RecordIO"] | None = None
-    s3_data_type: Literal["S3Prefix"] = "S3Prefix"
+    s3_data_type: Literal["S3Prefix", "ManifestFile", "AugmentedManifestFile"] = "S3Prefix"
+    compression: Literal["None", "Gzip"] | None = None
+    attribute_names: tuple[str, ...] = ()
+    shuffle_seed: int | None = None   # ShuffleConfig.Seed
+    # FileSystemInput (EFS / FSx for Lustre): `uri` is a directory shown read-only at the channel.
+    file_system_type: Literal["EFS", "FSxLustre"] | None = None
+    file_system_id: str | None = None
 
     @field_validator("name")
     @classmethod
     def _channel_name(cls, value: str) -> str:
-        if not CHANNEL_NAME_RE.match(value):
-            raise ValueError(f"channel name {value!r}: use 1-64 letters, digits, '.', '-' or '_'")
+        if not CHANNEL_NAME_RE.match(value) or value in (".", ".."):
+            raise ValueError(f"channel name {value!r} is not a directory name; use 1-64 letters, digits, '.', "
+                             "'-' or '_' (not '.' or '..' alone)")
         return value
+
+    @field_validator("input_mode")
+    @classmethod
+    def _input_mode(cls, value: str) -> str:
+        return check_input_mode(value)
+
+    @model_validator(mode="after")
+    def _mode_rules(self) -> ChannelSpec:
+        pipe = self.input_mode == "Pipe"
+        if self.compression == "Gzip" and not pipe:
+            raise ValidationError("compression", "Gzip", f"{PIPE_ONLY}, or store the objects uncompressed")
+        if self.record_wrapping == "RecordIO" and not pipe:
+            raise ValidationError("record_wrapping", "RecordIO", f"{PIPE_ONLY}, or remove it")
+        if self.s3_data_type == "AugmentedManifestFile" and not pipe:
+            raise ValidationError("s3_data_type", "AugmentedManifestFile", PIPE_ONLY)
+        if self.input_mode == "FastFile" and self.s3_data_type != "S3Prefix":
+            raise ValidationError("s3_data_type", self.s3_data_type, "FastFile mounts an S3Prefix only (as on "
+                                  "SageMaker); use input_mode='File' or 'Pipe' for a manifest")
+        if (self.s3_data_type == "AugmentedManifestFile") != bool(self.attribute_names):
+            raise ValidationError("attribute_names", list(self.attribute_names),
+                                  "give the attributes to stream with s3_data_type='AugmentedManifestFile' "
+                                  "(and only with it)")
+        if self.file_system_type and self.distribution != "FullyReplicated":
+            raise ValidationError("distribution", self.distribution, "a file system channel is the same for every "
+                                  "instance (SageMaker reports it FullyReplicated); remove distribution")
+        if self.file_system_type and self.input_mode != "File":
+            raise ValidationError("input_mode", self.input_mode, "a file system channel is mounted in File mode "
+                                  "only (as on SageMaker); remove input_mode")
+        return self
 
 
 class SpotSimulation(UserModel):
@@ -81,6 +132,8 @@ class JobSpec(UserModel):
     instance_count: int = Field(default=1, ge=1)
     instance_type: str = "local"
     channels: tuple[ChannelSpec, ...] = ()
+    # The job's TrainingInputMode: each channel's mode unless the channel gives its own.
+    input_mode: str = "File"
     output_path: str
     metric_definitions: tuple[MetricDefinition, ...] = ()
     environment: dict[str, str] = Field(default_factory=dict)
@@ -120,6 +173,11 @@ class JobSpec(UserModel):
     @classmethod
     def _job_name(cls, value: str) -> str:
         return validate_job_name(value)
+
+    @field_validator("input_mode")
+    @classmethod
+    def _input_mode(cls, value: str) -> str:
+        return check_input_mode(value)
 
     @field_validator("hyperparameters")
     @classmethod

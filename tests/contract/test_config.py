@@ -41,11 +41,11 @@ def test_input_data_config_defaults_and_content_type():
     channels = [
         ChannelSpec(name="train", uri="s3://b/train"),
         ChannelSpec(name="test", uri="file:///data/test", distribution="ShardedByS3Key",
-                    content_type="text/csv", record_wrapping="RecordIO"),
+                    content_type="text/csv", record_wrapping="RecordIO", input_mode="Pipe"),
     ]
     assert input_data_config(channels) == {
         "train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
-        "test": {"ContentType": "text/csv", "TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key",
+        "test": {"ContentType": "text/csv", "TrainingInputMode": "Pipe", "S3DistributionType": "ShardedByS3Key",
                  "RecordWrapperType": "RecordIO"},
     }
     assert "ContentType" not in input_data_config(channels)["train"]

@@ -24,7 +24,7 @@ VALUES = {
     "checkpoint_local_path": "/opt/ml/ck", "max_retry_attempts": 2, "interruption_notice_seconds": 4.0,
     "spot_simulation": {"interruptions_at": (5.0,), "seed": 1}, "spot_without_checkpoints": True,
     "hang_timeout_seconds": 7.0, "rules": [], "debugger_hook_config": None, "keep_alive_period_in_seconds": 0,
-    "profiler_config": ProfilerConfig(system_monitor_interval_millis=1000),
+    "profiler_config": ProfilerConfig(system_monitor_interval_millis=1000), "input_mode": "FastFile",
 }
 
 

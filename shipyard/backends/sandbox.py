@@ -6,7 +6,8 @@ what an earlier tmpfs hid. `wrap()` plans, in this order:
 1. the whole file system read-only (`--ro-bind / /`), this machine's devices (GPUs) and a /proc of the
    sandbox's own PID namespace;
 2. /opt: a tmpfs, so that /opt/ml has a place without touching this machine's /opt, every other entry of
-   /opt bound back read-only, and /opt/ml the instance's own ml directory;
+   /opt bound back read-only, /opt/ml the instance's own ml directory, and in it each file system
+   channel's directory, read-only (FileSystemInput);
 3. an empty, writable /tmp, /var/tmp and /dev/shm of the instance's own (scripts that all write /tmp/x,
    on every instance, no longer meet), and no inherited TMPDIR pointing elsewhere;
 4. hidden, each under an empty tmpfs (writable, so caches written to ~ land there and go away): the home

@@ -37,6 +37,13 @@ REFUSED = [
     ("local-capacity", None, ["--instance-count", "1000"], r"1000 x local: this machine runs at most \d+ instances"),
     ("keep-alive-too-long", None, ["--keep-alive", "99999"], r"keep_alive_period_in_seconds=99999: must be 0-21600"),
     ("keep-alive-in-file", "keep_alive_period_in_seconds: -3\n", [], r"keep_alive_period_in_seconds=-3: must be 0-21600"),
+    ("input-mode-misspelt", None, ["--input-mode", "Fastfile"], r"input_mode='Fastfile': unknown name; did you mean 'FastFile'\?"),
+    ("gzip-outside-pipe", "inputs:\n  train: {s3_data: /tmp, compression: Gzip}\n", [],
+     r"inputs\['train'\].compression='Gzip': works only in Pipe mode"),
+    ("file-system-and-s3-data", "inputs:\n  fs: {s3_data: /tmp, directory_path: /tmp}\n", [],
+     r"job.yaml: inputs.fs=.*: give the channel's s3_data .* or a file system's"),
+    ("file-system-missing", "inputs:\n  fs: {file_system_id: f, file_system_type: EFS, directory_path: /nonexistent}\n", [],
+     r"inputs\['fs'\].directory_path='/nonexistent': no such directory"),
 ]
 
 

@@ -234,3 +234,22 @@ def test_fastfile_reads_wait_out_an_endpoint_gone_dark(home, s3_proxy, s3, tmp_p
     est.latest_training_job.wait(logs=False)
     report = _reports(est, tmp_path)["algo-1"]
     assert report["channels"]["train"]["files"]["blob.bin"] == {"size": len(body), "sha256": _sha(body)}
+
+
+def test_fastfile_on_a_warm_instance(home, tmp_path):
+    """A warm instance's job drops its capabilities before anything of the job runs: its first process
+    mounts the FastFile channels before that."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("warm\n")
+    est = _estimator(keep_alive_period_in_seconds=60, hang_timeout_seconds=60)
+    est.fit({"train": str(data)}, wait=True, logs=False)
+    first = est.latest_training_job.name
+    est.fit({"train": TrainingInput(str(data), input_mode="FastFile")}, wait=True, logs=False)
+    second = est.latest_training_job.name
+    assert any(e["message"].startswith(f"reusing warm pool {first}") for e in Store().events(second))
+    seen = _reports(est, tmp_path)["algo-1"]["channels"]["train"]
+    assert seen["files"] == {"x.txt": {"size": 5, "sha256": _sha(b"warm\n")}}
+    assert seen["mount"]["type"] == "fuse.rclone" and seen["write"] == "Read-only file system"
+    est.update(keep_alive_period_in_seconds=0)
+    assert _rclones(Store().job_dir(second)) == []

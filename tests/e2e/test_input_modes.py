@@ -253,3 +253,22 @@ def test_fastfile_on_a_warm_instance(home, tmp_path):
     assert seen["mount"]["type"] == "fuse.rclone" and seen["write"] == "Read-only file system"
     est.update(keep_alive_period_in_seconds=0)
     assert _rclones(Store().job_dir(second)) == []
+
+
+def test_pipe_interrupted_mid_epoch_starts_its_epoch_again(home, tmp_path, wait_for_line):
+    """A spot interruption while the script is inside epoch 0 of a Pipe channel: the next attempt's
+    instance streams epoch 0 again from its first byte, in fresh pipes."""
+    data = tmp_path / "data"
+    data.mkdir()
+    bodies = {f"obj-{i}.bin": os.urandom(256 * 1024 + i) for i in range(4)}
+    for key, body in bodies.items():
+        (data / key).write_bytes(body)
+    est = _estimator(use_spot_instances=True, max_wait=600, checkpoint_s3_uri=f"file://{tmp_path / 'ckpt'}",
+                     spot_simulation={"interruptions_at": [3.0]}, interruption_notice_seconds=2,
+                     hyperparameters={"hold_seconds": 8, "hold_once": 1, "pipe_epochs": 2})
+    est.fit({"train": TrainingInput(str(data), input_mode="Pipe")}, wait=True, logs=False)
+    description = est.latest_training_job.describe()
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    model = _model(est, tmp_path)
+    whole = b"".join(bodies[key] for key in sorted(bodies))
+    assert model["algo-1/train_0"] == whole and model["algo-1/train_1"] == whole

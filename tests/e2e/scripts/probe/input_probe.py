@@ -17,6 +17,7 @@ parser.add_argument("--read_bytes", type=int, default=-1)
 parser.add_argument("--pipe_epochs", type=int, default=2)
 parser.add_argument("--close_early", type=int, default=0)   # Pipe: close each epoch after this many bytes
 parser.add_argument("--hold_seconds", type=float, default=0)   # keep a channel file open this long first
+parser.add_argument("--hold_once", type=int, default=0)   # hold only when no checkpoint marks an earlier hold
 args = parser.parse_args()
 
 data = "/opt/ml/input/data"
@@ -42,11 +43,22 @@ def digest(path, limit):
 
 
 report = {"host": socket.gethostname(), "config": config, "channels": {}}
+pipe_head = b""
 if args.hold_seconds:
-    folder, _, names = next(os.walk(f"{data}/{next(iter(config))}"))
-    held = open(os.path.join(folder, names[0]), "rb")
-    print(f"probe: holding {held.name}", flush=True)
-    time.sleep(args.hold_seconds)
+    first = next(iter(config))
+    if config[first]["TrainingInputMode"] == "Pipe":   # part of the first epoch read, the rest waiting
+        held = open(f"{data}/{first}_0", "rb")
+        pipe_head = held.read(1)
+    else:
+        folder, _, names = next(os.walk(f"{data}/{first}"))
+        held = open(os.path.join(folder, names[0]), "rb")
+    marker = "/opt/ml/checkpoints/held"
+    if not (args.hold_once and os.path.exists(marker)):
+        open(marker, "w").close()
+        print(f"probe: holding {held.name}", flush=True)
+        time.sleep(args.hold_seconds)
+    if not pipe_head:
+        held.close()
 for name, entry in config.items():
     if entry["TrainingInputMode"] == "Pipe":
         epochs = []
@@ -54,8 +66,12 @@ for name, entry in config.items():
             path = f"{data}/{name}_{epoch}"
             while not os.path.exists(path):
                 time.sleep(0.05)
-            with open(path, "rb") as fifo:
-                body = fifo.read(args.close_early) if args.close_early else fifo.read()
+            if pipe_head and epoch == 0 and name == first:   # the pipe held open at the start
+                body = pipe_head + held.read()
+                held.close()
+            else:
+                with open(path, "rb") as fifo:
+                    body = fifo.read(args.close_early) if args.close_early else fifo.read()
             epochs.append({"sha256": hashlib.sha256(body).hexdigest(), "length": len(body)})
             os.makedirs(f"/opt/ml/model/{socket.gethostname()}", exist_ok=True)
             with open(f"/opt/ml/model/{socket.gethostname()}/{name}_{epoch}", "wb") as out:

@@ -102,9 +102,10 @@ class ChannelFailed(ShipyardError):
 
 
 class Agent:
-    def __init__(self, config: AgentConfig, mounts: list | None = None) -> None:
+    def __init__(self, config: AgentConfig, mounts: list | Exception | None = None) -> None:
         self.config = config
-        self.mounts = mounts or []   # FastFile channels' mounts (a warm instance's are made before it starts)
+        # FastFile channels' mounts: a warm instance's are made before it starts (or why they could not be).
+        self.mounts = mounts or []
         self.streams: list = []      # Pipe channels' streams
         self.channel_error: str | None = None
         self.layout = Layout(Path(config.base))
@@ -200,6 +201,9 @@ class Agent:
         file systems shown (the sandbox binds them; without one, a link)."""
         from shipyard.runtime import fastfile, pipe
 
+        if isinstance(self.mounts, Exception):
+            error, self.mounts = self.mounts, []
+            raise error
         if not self.mounts:
             self.mounts = fastfile.mount_channels(self.config, self.log_fd)
         for channel in self.config.channels:

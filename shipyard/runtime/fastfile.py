@@ -35,6 +35,9 @@ FLAGS = ("--read-only", "--config", "/dev/null", "--vfs-cache-mode", "full", "--
          "--vfs-cache-poll-interval", "10s", "--transfers", "8", "--low-level-retries", "10")
 
 
+INSTALL = "install it with `make setup` or `apt-get install rclone fuse3`"
+
+
 class MountError(ShipyardError):
     """A FastFile channel could not be mounted."""
 
@@ -115,8 +118,11 @@ class Mount:
         plan.mountpoint.mkdir(parents=True, exist_ok=True)
         if plan.files_from is not None:
             plan.files_from.write_text("".join(f"{key}\n" for key in plan.keys or ()))
-        self.process = subprocess.Popen(plan.argv, env=_environment(plan.env), stdin=subprocess.DEVNULL,
-                                        stdout=log_fd, stderr=log_fd, preexec_fn=_die_with_parent)
+        try:
+            self.process = subprocess.Popen(plan.argv, env=_environment(plan.env), stdin=subprocess.DEVNULL,
+                                            stdout=log_fd, stderr=log_fd, preexec_fn=_die_with_parent)
+        except FileNotFoundError:
+            raise MountError(f"channel {plan.channel}: FastFile needs rclone on every instance; {INSTALL}") from None
         deadline = time.monotonic() + MOUNT_SECONDS
         while not _mounted(plan.mountpoint):
             if self.process.poll() is not None:

@@ -100,7 +100,10 @@ def _run_job(request: dict) -> None:
         os.dup2(log, 2)
         os.close(log)
         config = AgentConfig.read(Path(request["config"]))
-        mounts = fastfile.mount_channels(config, 1)   # FUSE mounts need the capability about to go
+        try:   # FUSE mounts need the capability about to go; a failure is the agent's to report
+            mounts = fastfile.mount_channels(config, 1)
+        except fastfile.MountError as exc:
+            mounts = exc
         namespace.drop_capabilities()
         os.environ.update(request.get("env", {}))
         os.chdir("/")

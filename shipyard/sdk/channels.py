@@ -119,6 +119,7 @@ def _check_source(field: str, channel: ChannelSpec) -> None:
         check_uri_exists(field, channel.uri)
         if channel.input_mode == "FastFile":
             _check_whole_name(field, channel.uri)
+            _check_rclone(field)
         return
     from shipyard.storage import manifest
 
@@ -159,3 +160,14 @@ def _check_whole_name(field: str, uri: str) -> None:
     if others:
         raise ValidationError(field, uri, f"ends part-way through a name: it also matches {others[0]!r}; end "
                               f"the prefix with '/' ({uri}/) to mount only that folder")
+
+
+def _check_rclone(field: str) -> None:
+    """FastFile mounts with rclone (runtime/fastfile.py): refused here rather than in every instance."""
+    import shutil
+
+    from shipyard.runtime.fastfile import INSTALL, RCLONE
+
+    if shutil.which(RCLONE) is None:
+        raise ValidationError(f"{field}.input_mode", "FastFile", f"FastFile needs rclone, which is not "
+                              f"installed here; {INSTALL}, or use input_mode='File'")

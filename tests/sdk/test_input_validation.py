@@ -89,3 +89,10 @@ def test_fastfile_prefix_ending_part_way_through_a_name(home, script, s3):
     # The same prefix is fine with the slash, or in File mode (which copies every key under it).
     Estimator(entry_point="train.py", source_dir=str(script)).plan(TrainingInput(f"{bucket}/train/",
                                                                                 input_mode="FastFile"))
+
+
+def test_fastfile_without_rclone(home, script, data, monkeypatch):
+    monkeypatch.setenv("PATH", str(data))   # no rclone on it
+    with pytest.raises(ValidationError, match=r"FastFile needs rclone.*apt-get install rclone fuse3"):
+        _fit(script, TrainingInput(str(data), input_mode="FastFile"))
+    _nothing_happened(home)

@@ -219,8 +219,7 @@ class Agent:
 
     def _channel_failed(self, message: str) -> None:
         """A Pipe channel could not go on: the script must not take what it read for the whole epoch."""
-        self.channel_error = message
-        self.say(message)
+        self.channel_error = message   # said by _fail once the script is stopped
         if self.child and self.child.poll() is None:
             self.child.send_signal(signal.SIGTERM)
 

@@ -272,3 +272,25 @@ def test_pipe_interrupted_mid_epoch_starts_its_epoch_again(home, tmp_path, wait_
     model = _model(est, tmp_path)
     whole = b"".join(bodies[key] for key in sorted(bodies))
     assert model["algo-1/train_0"] == whole and model["algo-1/train_1"] == whole
+
+
+def test_pipe_waits_out_an_endpoint_gone_dark(home, s3_proxy, s3, tmp_path, wait_for_line):
+    """The endpoint answers nothing but 503 for a while as a Pipe channel streams (the script has read its
+    first byte): the stream waits, goes on when the endpoint is back, and the epoch is every byte, in
+    order. (Dark for good, the job fails naming the channel and the object, after the storage client's
+    own retries: about two minutes, too long for this suite.)"""
+    bucket = s3.bucket("darkpipe")
+    bodies = {f"train/obj-{i:02d}.bin": os.urandom(10 * MB) for i in range(10)}
+    for key, body in bodies.items():
+        s3.put(f"{bucket}/{key}", body)
+    est = _estimator(input_mode="Pipe", hyperparameters={"hold_seconds": 4, "pipe_epochs": 1})
+    est.fit({"train": f"{bucket}/train/"}, wait=False)
+    store, name = Store(), est.latest_training_job.name
+    wait_for_line(store.log_path(name, "algo-1"), "probe: holding")
+    s3_proxy.dark = True
+    time.sleep(3)
+    sent = sum(s3_proxy.sent.values())
+    s3_proxy.dark = False
+    est.latest_training_job.wait(logs=False)
+    assert sent < sum(map(len, bodies.values()))   # the stream was still going when the endpoint went dark
+    assert _model(est, tmp_path)["algo-1/train_0"] == b"".join(bodies[key] for key in sorted(bodies))

@@ -47,6 +47,8 @@ pipe_head = b""
 if args.hold_seconds:
     first = next(iter(config))
     if config[first]["TrainingInputMode"] == "Pipe":   # part of the first epoch read, the rest waiting
+        while not os.path.exists(f"{data}/{first}_0"):
+            time.sleep(0.05)
         held = open(f"{data}/{first}_0", "rb")
         pipe_head = held.read(1)
     else:

@@ -9,6 +9,13 @@ cd "$(dirname "$0")/.."
 # profiling report is checked in (Playwright drives Debian's build; it never downloads its own), and
 # rclone with fuse3 (fusermount3) for FastFile channels' mounts (runtime/fastfile.py).
 APT_PACKAGES="bubblewrap openmpi-bin libopenmpi-dev chromium rclone fuse3"
+# Debian packages only the benchmarks need, installed only when asked (SHIPYARD_BENCH=1 make setup, or
+# SHIPYARD_BENCH=1 bash scripts/setup.sh): awscli for benchmarks/input_modes.py, which compares File mode's
+# download with `aws s3 sync`. A plain `make setup` / `make test` leaves them out.
+BENCH_APT_PACKAGES="awscli"
+if [ "${SHIPYARD_BENCH:-0}" = "1" ]; then
+    APT_PACKAGES="$APT_PACKAGES $BENCH_APT_PACKAGES"
+fi
 VENV=.venv
 LOCK=requirements-dev.lock  # every dev/test package at an exact version (make lock refreshes it)
 STAMP_DIR="$VENV/.shipyard-setup"

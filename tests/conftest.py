@@ -113,8 +113,8 @@ def s3(s3_server, monkeypatch):
 class S3Proxy:
     """An S3 endpoint in front of moto's that a test can hold, break and watch: `hold(bucket)` makes every
     object body of that bucket wait until `release()` (listings and HEADs still answer), `dark = True`
-    answers every request 503 and cuts bodies being sent (the endpoint is down), and
-    `sent["bucket/key"]` counts the body bytes each object gave."""
+    answers every request 503 and cuts bodies being sent (the endpoint is down), `sent["bucket/key"]`
+    counts the body bytes each object gave, and `requests` lists every request."""
 
     CHUNK = 64 * 1024
 
@@ -129,6 +129,7 @@ class S3Proxy:
         self.held: str | None = None
         self.dark = False
         self.sent: collections.Counter = collections.Counter()
+        self.requests: list[tuple[str, str]] = []   # (method, path) of every request
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -161,6 +162,7 @@ class S3Proxy:
 
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.requests.append((self.command, self.path))
                 if proxy.dark:
                     self.send_response(503)
                     self.send_header("Content-Length", "0")

@@ -163,7 +163,7 @@ class Agent:
             if channel.input_mode != "File" or channel.file_system_type:
                 continue
             self._check_stop()
-            uri, keys = self._objects(channel)
+            uri, keys, listed = self._objects(channel)
             dest = self.layout.channel_dir(channel.name)
             dest.mkdir(parents=True, exist_ok=True)
             manifest = Path(self.config.instance_dir) / "downloads" / f"{channel.name}.jsonl"
@@ -179,22 +179,24 @@ class Agent:
 
             started = time.monotonic()
             size = transfer.download(uri, dest, keys, progress=DownloadProgress(self, channel.name),
-                                     record=record, reuse=self._earlier_copies(channel.name))
+                                     record=record, reuse=self._earlier_copies(channel.name), listed=listed)
             reused = f"; {len(linked)} unchanged since an earlier attempt, linked from it" if linked else ""
             self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes fetched from {channel.uri} "
                      f"({channel.distribution}) in {time.monotonic() - started:.2f}s{reused}")
 
-    def _objects(self, channel) -> tuple[str, list[str]]:
-        """(base URI, this host's keys under it): the prefix's objects, or the manifest's."""
+    def _objects(self, channel) -> tuple[str, list[str], object]:
+        """(base URI, this host's keys under it, its listing): the prefix's objects, or the manifest's."""
         from shipyard.runtime.pipe import epoch_items
         from shipyard.storage import manifest, transfer
 
         if channel.s3_data_type == "ManifestFile":
             uri, keys = manifest.read_manifest(channel.uri)
+            listed = transfer.listing(uri)
         else:
-            uri, keys = channel.uri, transfer.list_objects(channel.uri)
+            uri, listed = channel.uri, transfer.listing(channel.uri)
+            keys = list(listed[3])
         return uri, epoch_items(keys, 0, channel.shuffle_seed, self.config.host_index, len(self.config.hosts),
-                                sharded=channel.distribution == "ShardedByS3Key")
+                                sharded=channel.distribution == "ShardedByS3Key"), listed
 
     def open_channels(self) -> None:
         """FastFile channels mounted (unless a warm instance mounted them already), Pipe channels streaming,

@@ -64,7 +64,9 @@ def remote(uri: str) -> tuple[str, dict[str, str]]:
     bucket_and_key = uri.split("://", 1)[1]
     prefix = f"RCLONE_CONFIG_{REMOTE.upper()}_"
     endpoint = uris.s3_endpoint()
+    # NO_HEAD_OBJECT: a GET, not a HEAD then a GET, per object opened (the listing has its size).
     env = {f"{prefix}TYPE": "s3", f"{prefix}PROVIDER": "Other" if endpoint else "AWS", f"{prefix}ENV_AUTH": "true",
+           f"{prefix}NO_HEAD_OBJECT": "true",
            f"{prefix}REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
     if endpoint:
         env[f"{prefix}ENDPOINT"] = endpoint

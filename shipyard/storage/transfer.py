@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import shutil
@@ -24,7 +25,10 @@ def _is_local_fs(fs) -> bool:
     return "file" in protocols
 
 
-def _objects(uri: str) -> tuple[object, str, bool, dict[str, tuple[int, str]]]:
+Listing = tuple[object, str, bool, dict[str, tuple[int, str]]]
+
+
+def listing(uri: str) -> Listing:
     """(fs, root, root is a single file, {relative key: (size, identity)}) for everything under `uri`. The
     identity (an ETag, else a modification time) tells whether an object changed since it was copied."""
     fs, root = filesystem(uri)
@@ -53,7 +57,7 @@ def _identity(info: dict) -> str:
 
 def list_objects(uri: str) -> list[str]:
     """Sorted relative keys of every file under `uri`; [basename] when `uri` names one file."""
-    return list(_objects(uri)[3])
+    return list(listing(uri)[3])
 
 
 def shard(keys: Sequence[str], host_index: int, host_count: int) -> list[str]:
@@ -79,15 +83,18 @@ def download(
     progress: Callable[[int, int], None] | None = None,
     reuse: Sequence[tuple[Path, dict[str, list]]] = (),
     record: Callable[[str, int, str, bool], None] | None = None,
+    listed: Listing | None = None,
 ) -> int:
     """Copy `keys` (default: all) under `uri` into `dest`, keeping relative paths; returns bytes copied.
 
     Objects are fetched side by side, and one larger than two RANGEs in ranges side by side, each written
     at its offset. `reuse`: earlier copies, (directory, {key: [size, identity]}): an object one of them holds
     unchanged is linked from it, not fetched again. `record(key, size, identity, linked)` is told of each
-    object as it is complete in `dest` (what a later `reuse` reads). `progress(done, total)` counts the bytes still to
+    object as it is complete in `dest` (what a later `reuse` reads). `listed`: `listing(uri)`, when the
+    caller has it already. `progress(done, total)` counts the bytes still to
     fetch; it is called from worker threads, but never concurrently."""
-    fs, root, single, objects = _objects(uri)
+    fs, root, single, objects = listed or listing(uri)
+    local = _is_local_fs(fs)
     dest = Path(dest)
     wanted = list(objects) if keys is None else list(keys)
     targets = {key: _target(dest, key) for key in wanted}  # all checked before anything is written
@@ -133,11 +140,19 @@ def download(
             source = root if single else f"{root.rstrip('/')}/{key}"
             fd = os.open(parts[key], os.O_WRONLY)
             try:
-                with fs.open(source, "rb", block_size=CHUNK) as src:
+                with fs.open(source, "rb", block_size=CHUNK, size=objects[key][0]) as src:
+                    if not local:   # what the listing said: no HEAD per object, and its ETag guards each range
+                        src.details = {"name": source, "type": "file", "size": objects[key][0],
+                                       "ETag": objects[key][1]}
                     src.seek(start)
                     offset = start
                     while offset < end:
-                        chunk = src.read(min(CHUNK, end - offset))
+                        try:
+                            chunk = src.read(min(CHUNK, end - offset))
+                        except OSError as exc:   # a range past its end, or an ETag it no longer has (s3fs)
+                            if exc.errno not in (errno.EINVAL, errno.EBUSY):
+                                raise
+                            chunk = b""
                         if not chunk:   # shorter than listed: changed meanwhile; never keep wrong bytes
                             raise StorageError(f"{source} changed while it was downloaded (ended at byte "
                                                f"{offset} of {objects[key][0]}); start again")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -220,16 +221,30 @@ def _rewrite(tree: str, key: str, data: bytes) -> None:
         out.write(data)
 
 
-def test_an_object_shorter_than_listed_is_never_kept(tree, tmp_path, monkeypatch):
+def test_an_object_shorter_than_listed_is_never_kept(tree, tmp_path):
     """An object that changed between the listing and the read fails the copy; nothing half-right stays."""
-    listed = transfer._objects
-
-    def longer(uri):
-        fs, root, single, objects = listed(uri)
-        return fs, root, single, {**objects, "a.csv": (40, objects["a.csv"][1])}
-
-    monkeypatch.setattr(transfer, "_objects", longer)
+    fs, root, single, objects = transfer.listing(tree)
+    longer = (fs, root, single, {**objects, "a.csv": (40, objects["a.csv"][1])})
     dest = tmp_path / "dest"
     with pytest.raises(StorageError, match="a.csv changed while it was downloaded"):
-        transfer.download(tree, dest, keys=["a.csv"])
+        transfer.download(tree, dest, keys=["a.csv"], listed=longer)
     assert not list(dest.rglob("*"))
+
+
+def test_download_asks_once_per_piece_and_never_heads_an_object(s3_proxy, s3, tmp_path, monkeypatch):
+    """What the listing says (sizes, ETags) is what each GET needs: no HEAD per object, one listing, and
+    each range guarded by the ETag the listing gave (If-Match)."""
+    monkeypatch.setattr(transfer, "RANGE", 64 * 1024)
+    bucket = s3.bucket("heads")
+    bodies = {f"part-{i}": bytes([i]) * (1000 + i) for i in range(5)}
+    bodies["big"] = os.urandom(300 * 1024)   # in ranges
+    for key, body in bodies.items():
+        s3.put(f"{bucket}/train/{key}", body)
+    listed = transfer.listing(f"{bucket}/train/")
+    s3_proxy.requests.clear()
+    transfer.download(f"{bucket}/train/", tmp_path / "out", listed=listed)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == bodies
+    assert [r for r in s3_proxy.requests if r[0] != "GET"] == []
+    assert not [path for method, path in s3_proxy.requests if "list-type" in path or "prefix=" in path]
+    gets = [path for method, path in s3_proxy.requests]
+    assert len(gets) == 5 + 5   # one per small object, one per 64 KiB range of the big one

@@ -1,0 +1,491 @@
+"""File, FastFile and Pipe input modes side by side, as real shipyard jobs on a real S3 endpoint: time to the
+script's first batch and to the end of its first epoch; File mode's download against `aws s3 sync`.
+
+    .venv/bin/python benchmarks/input_modes.py [--size-mb 2048] [--json out.json] [--keep]
+
+moto's S3 server on 127.0.0.1 (benchmarks/fastfile_mounts.py's `Moto`: a subprocess, objects in memory, each
+object's bytes read out of moto's buffer once, requests and the object bytes sent counted) holds one dataset
+at a time, each in a fresh server: `many` (2,000 objects) and `few` (20 objects) under s3://bench/<dataset>/,
+each --size-mb MiB in all (one os.urandom buffer, cut into equal consecutive objects named in order, so both
+datasets are the same bytes and the channel's sorted contents are the buffer). After the upload one ranged
+GET of a byte per object fills the server's per-object cache, so that no mode pays for it.
+
+For each dataset, one 1-instance job per mode (instance_type="local", a bubblewrap sandbox, SHIPYARD_HOME a
+temporary directory) with the dataset as channel `train` in that mode. Its script notes time.time() as its
+first statement, lists the channel's files (os.walk, sorted) or waits for the pipe /opt/ml/input/data/train_0,
+and reads everything sequentially in 1 MiB reads (a pipe read until 1 MiB or its end): the first batch is the
+first 1 MiB it has (its sha256 is checked against the buffer's), the epoch ends at the last byte (every byte
+counted). FastFile reads a second epoch (rclone's cache by then), and File mode does too, as the baseline of
+reading local files (just written: from the page cache, as FastFile's cache is). Measured on this machine's
+clock, from just before fit():
+  first batch      submit until the script has its first 1 MiB (File mode: after the whole download)
+  epoch 1          submit until the script has read the last byte of its first epoch
+  epoch 2          the second epoch's own time (File: local files; FastFile: the mount, cached)
+  wall             submit until fit() returns
+and from the endpoint: the object bytes and requests S3 served during the job; from the instance's directory
+before it is removed: the local disk the job used (du). File mode's download is the agent's own measure
+(`channel train: N objects, B bytes fetched from ... in X.XXs` in the job's host log), compared with
+`aws s3 sync s3://bench/<dataset>/ DIR --endpoint-url ...` (Debian's awscli: `SHIPYARD_BENCH=1 make setup`)
+timed here on the same endpoint with the same credentials, into a fresh directory. Goals (issue): FastFile and
+Pipe first batch <= 5% of File mode's; File mode's download >= 1.0x aws s3 sync's throughput; a second FastFile
+epoch at most 20% slower than reading local files (File mode's second epoch).
+
+Every step runs once, one after the other, `os.sync()` between them (no writeback left from the last one).
+moto is Python on the same 2 cores as the agent, rclone, awscli and the script: throughputs are relative to
+this endpoint, not what S3 would give; single runs vary by 10-20% on a 2-CPU machine."""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from fastfile_mounts import MIB, REGION, Moto  # noqa: E402
+from run import workspace  # noqa: E402
+
+BUCKET, CHANNEL = "bench", "train"
+DATASETS = {"many": 2000, "few": 20}          # objects per dataset
+MODES = ("File", "FastFile", "Pipe")
+EPOCHS = {"File": 2, "FastFile": 2, "Pipe": 1}
+DEBIAN_AWS = "/usr/bin/aws"                   # Debian's awscli, what SHIPYARD_BENCH=1 make setup installs
+AWS_HINT = "SHIPYARD_BENCH=1 make setup  (installs Debian's awscli: apt-get install -y awscli)"
+GOAL_FIRST_BATCH, GOAL_SYNC_RATIO, GOAL_SECOND_EPOCH = 0.05, 1.0, 1.20
+
+# The job's script: the channel read in 1 MiB reads, as a loader would, every mark on this machine's clock.
+SCRIPT = '''\
+import time; START = time.time()
+import argparse, hashlib, json, os
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+parser.add_argument("--channel", default="train")
+args, _ = parser.parse_known_args()
+MIB = 1024 * 1024
+DATA = "/opt/ml/input/data"
+mode = json.loads(os.environ["SM_INPUT_DATA_CONFIG"])[args.channel]["TrainingInputMode"]
+buffer = bytearray(MIB)
+view = memoryview(buffer)
+marks = {"mode": mode, "start": START, "epochs": []}
+
+
+def fill(f):
+    """Up to 1 MiB into the buffer: fewer bytes only at the end (a pipe hands out what it holds)."""
+    n = 0
+    while n < MIB:
+        got = f.readinto(view[n:])
+        if not got:
+            break
+        n += got
+    return n
+
+
+def sources(epoch):
+    """The epoch's streams in order: the channel's files sorted by path, or the epoch's pipe."""
+    if mode == "Pipe":
+        path = f"{DATA}/{args.channel}_{epoch}"
+        while not os.path.exists(path):
+            time.sleep(0.005)
+        yield open(path, "rb", buffering=0)
+        return
+    root = f"{DATA}/{args.channel}"
+    paths = sorted(os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names)
+    for path in paths:
+        yield open(path, "rb", buffering=0)
+
+
+for epoch in range(args.epochs):
+    began, total, files, head = time.time(), 0, 0, bytearray()
+    for f in sources(epoch):
+        files += 1
+        with f:
+            while True:
+                n = fill(f)
+                if not n:
+                    break
+                total += n
+                if epoch == 0 and "first_batch" not in marks:
+                    head += view[:min(n, MIB - len(head))]
+                    if len(head) == MIB:
+                        marks["first_batch"] = time.time()
+                        marks["first_sha256"] = hashlib.sha256(head).hexdigest()
+    if epoch == 0 and "first_batch" not in marks:   # less than 1 MiB in all
+        marks["first_batch"] = time.time()
+        marks["first_sha256"] = hashlib.sha256(head).hexdigest()
+    marks["epochs"].append({"began": began, "end": time.time(), "bytes": total, "files": files})
+print("BENCH_INPUT " + json.dumps(marks), flush=True)
+'''
+
+FETCHED = re.compile(rf"channel {CHANNEL}: (\d+) objects, (\d+) bytes fetched from \S+ \(\w+\) in ([0-9.]+)s")
+
+
+# -- data --------------------------------------------------------------------------------------------
+def layout(total: int, count: int) -> list[tuple[str, int, int]]:
+    """(key, offset, size) of `count` consecutive, near-equal pieces of a `total`-byte buffer."""
+    size, extra = divmod(total, count)
+    pieces, offset = [], 0
+    for i in range(count):
+        length = size + (1 if i < extra else 0)
+        pieces.append((f"part-{i:05d}.bin", offset, length))
+        offset += length
+    return pieces
+
+
+def upload(endpoint: str, dataset: str, data: bytes, pieces: list[tuple[str, int, int]]) -> None:
+    """Every piece to s3://bench/<dataset>/<key>, then one ranged GET of a byte per object: moto reads an
+    object out of its buffer on its first GET (benchmarks/fastfile_mounts.py), not in any measured step."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, config=Config(max_pool_connections=8))
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=BUCKET)
+    workers = 8 if len(pieces) > 100 else 4        # 4 x ~100 MB bodies in flight at most
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda p: client.put_object(Bucket=BUCKET, Key=f"{dataset}/{p[0]}",
+                                                  Body=data[p[1]:p[1] + p[2]]), pieces))
+        list(pool.map(lambda p: client.get_object(Bucket=BUCKET, Key=f"{dataset}/{p[0]}",
+                                                  Range="bytes=0-0")["Body"].read(), pieces))
+
+
+def disk_use(path: Path) -> int:
+    """Bytes allocated under `path` (du)."""
+    used = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                used += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return used
+
+
+def settle() -> None:
+    """Dirty pages written out, so that no step pays for the writeback of the one before it."""
+    os.sync()
+
+
+def rss_mib(pid: int) -> float:
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss / MIB
+
+
+# -- runs --------------------------------------------------------------------------------------------
+def run_job(source: Path, dataset: str, mode: str, moto: Moto, expected: dict) -> dict:
+    """One 1-instance job reading s3://bench/<dataset>/ as channel train in `mode`; its marks relative to
+    submission (fit()), the endpoint's counts, the disk it used. The instance's directory is removed after."""
+    from shipyard import Estimator
+    from shipyard.inputs import TrainingInput
+    from shipyard.store import Store
+
+    estimator = Estimator(entry_point="bench_input.py", source_dir=str(source), instance_type="local",
+                          hyperparameters={"epochs": EPOCHS[mode], "channel": CHANNEL},
+                          base_job_name=f"inputs-{dataset}-{mode.lower()}")
+    channel = TrainingInput(f"s3://{BUCKET}/{dataset}/", input_mode=mode)
+    captured = io.StringIO()
+    s0 = moto.stats()
+    t0 = time.time()
+    try:
+        with contextlib.redirect_stdout(captured):
+            estimator.fit({CHANNEL: channel}, wait=True, logs="None")
+    except Exception:
+        print(captured.getvalue(), file=sys.stderr)
+        raise
+    t_end = time.time()
+    s1 = moto.stats()
+    job = estimator.latest_training_job
+    store = Store()
+    log = store.log_path(job.name, "algo-1").read_text(errors="replace")
+    status = job.describe()["TrainingJobStatus"]
+    found = [line for line in log.splitlines() if line.startswith("BENCH_INPUT ")]
+    if status != "Completed" or not found:
+        raise RuntimeError(f"{dataset} {mode}: job {job.name} {status}; its log ends:\n{log[-3000:]}")
+    marks = json.loads(found[-1].removeprefix("BENCH_INPUT "))
+    epochs = marks["epochs"]
+    for number, epoch in enumerate(epochs, 1):
+        if (epoch["bytes"], epoch["files"]) != (expected["bytes"], expected["files"][mode]):
+            raise RuntimeError(f"{dataset} {mode}: epoch {number} read {epoch['bytes']} bytes in {epoch['files']} "
+                               f"files, expected {expected['bytes']} in {expected['files'][mode]}")
+    if marks["first_sha256"] != expected["first_sha256"]:
+        raise RuntimeError(f"{dataset} {mode}: the first batch is not the channel's first MiB")
+    out = {
+        "job": job.name,
+        "wall_s": t_end - t0,
+        "script_start_s": marks["start"] - t0,
+        "first_batch_s": marks["first_batch"] - t0,
+        "epoch1_s": epochs[0]["end"] - t0,
+        "epoch1_read_mbps": epochs[0]["bytes"] / (epochs[0]["end"] - epochs[0]["began"]) / 1e6,
+        "s3_object_mib": (s1["object_bytes"] - s0["object_bytes"]) / MIB,
+        "s3_requests": s1["requests"] - s0["requests"],
+        "s3_heads": s1["head"] - s0["head"],
+        "s3_lists": s1["list"] - s0["list"],
+        "disk_mib": disk_use(store.job_dir(job.name)) / MIB,
+    }
+    if len(epochs) > 1:
+        out["epoch2_s"] = epochs[1]["end"] - epochs[1]["began"]
+        out["epoch2_mbps"] = epochs[1]["bytes"] / out["epoch2_s"] / 1e6
+    fetched = FETCHED.search(log)
+    if mode == "File":
+        if not fetched:
+            raise RuntimeError(f"{dataset} File: no 'channel {CHANNEL}: ... fetched' line in {job.name}'s log")
+        objects, size, seconds = int(fetched[1]), int(fetched[2]), float(fetched[3])
+        out.update({"download_objects": objects, "download_bytes": size, "download_s": seconds,
+                    "download_mbps": size / seconds / 1e6})
+    shutil.rmtree(store.job_dir(job.name) / "instances", ignore_errors=True)
+    settle()
+    return out
+
+
+def run_aws_sync(aws: str, moto: Moto, dataset: str, workdir: Path, expected: dict) -> dict:
+    """`aws s3 sync` of the dataset into a fresh directory, timed here; the directory is removed after."""
+    dest = workdir / f"aws-sync-{dataset}"
+    argv = [aws, "s3", "sync", f"s3://{BUCKET}/{dataset}/", str(dest), "--endpoint-url", moto.endpoint,
+            "--no-progress", "--only-show-errors"]
+    s0 = moto.stats()
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - t0
+    s1 = moto.stats()
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-2000:]}")
+    files = sorted(p for p in dest.rglob("*") if p.is_file())
+    size = sum(p.stat().st_size for p in files)
+    if (len(files), size) != (expected["files"]["File"], expected["bytes"]):
+        raise RuntimeError(f"aws s3 sync wrote {len(files)} files of {size} bytes, expected "
+                           f"{expected['files']['File']} of {expected['bytes']}")
+    shutil.rmtree(dest)
+    settle()
+    return {"command": " ".join(argv[:5] + ["DIR", "--endpoint-url", "http://127.0.0.1:PORT", *argv[7:]]),
+            "sync_s": seconds, "sync_bytes": size, "sync_mbps": size / seconds / 1e6,
+            "s3_requests": s1["requests"] - s0["requests"], "s3_heads": s1["head"] - s0["head"],
+            "s3_lists": s1["list"] - s0["list"]}
+
+
+def find_aws(given: str | None) -> str | None:
+    """The awscli to compare with: --aws, else Debian's (/usr/bin/aws), else the first `aws` on PATH."""
+    if given:
+        return shutil.which(given)
+    return DEBIAN_AWS if os.access(DEBIAN_AWS, os.X_OK) else shutil.which("aws")
+
+
+# -- report ------------------------------------------------------------------------------------------
+ROWS = [
+    ("script_start_s", "submit -> script's first statement (s)", "{:.2f}"),
+    ("first_batch_s", "submit -> first batch, 1 MiB (s)", "{:.2f}"),
+    ("epoch1_s", "submit -> end of epoch 1 (s)", "{:.2f}"),
+    ("epoch1_read_mbps", "  epoch 1, the script's reads (MB/s)", "{:.0f}"),
+    ("epoch2_s", "epoch 2 (s): File local files, FastFile cached", "{:.2f}"),
+    ("epoch2_mbps", "  epoch 2 (MB/s)", "{:.0f}"),
+    ("wall_s", "job wall, submit -> fit() returns (s)", "{:.2f}"),
+    ("download_s", "File mode download, agent's log (s)", "{:.2f}"),
+    ("download_mbps", "  download throughput (MB/s)", "{:.0f}"),
+    ("s3_object_mib", "object bytes S3 sent during the job (MiB)", "{:.0f}"),
+    ("s3_requests", "S3 requests during the job", "{:.0f}"),
+    ("s3_heads", "  of them HEAD", "{:.0f}"),
+    ("s3_lists", "  of them LIST", "{:.0f}"),
+    ("disk_mib", "local disk the job used, du (MiB)", "{:.0f}"),
+]
+
+
+def table(results: dict, datasets: list[str]) -> tuple[str, str]:
+    """(plain, markdown): rows the measures, columns each dataset's modes."""
+    columns = [(d, m) for d in datasets for m in MODES]
+    names = [f"{d} {m}" for d, m in columns]
+    width = max(len(label) for _, label, _ in ROWS)
+    plain = [f"{'':{width}} " + " ".join(f"{n:>13}" for n in names)]
+    md = ["| measure | " + " | ".join(names) + " |", "|---|" + "---:|" * len(columns)]
+    for key, label, fmt in ROWS:
+        cells = []
+        for d, m in columns:
+            r = results[d].get(m)
+            if r is None or "error" in r:
+                cells.append("failed")
+            else:
+                cells.append(fmt.format(r[key]) if r.get(key) is not None else "-")
+        plain.append(f"{label:{width}} " + " ".join(f"{c:>13}" for c in cells))
+        md.append(f"| {label.strip()} | " + " | ".join(cells) + " |")
+    return "\n".join(plain), "\n".join(md)
+
+
+def sync_table(results: dict, datasets: list[str]) -> tuple[str, str]:
+    """(plain, markdown): File mode's download (the agent's time; the whole job's S3 requests) against aws s3
+    sync's, per dataset."""
+    plain = [f"{'File mode vs aws s3 sync':28} {'shipyard File mode':>36} {'aws s3 sync':>36} {'ratio':>7}"]
+    md = ["| dataset | shipyard File mode download | aws s3 sync | shipyard / aws |", "|---|---:|---:|---:|"]
+    for d in datasets:
+        file, sync = results[d].get("File") or {}, results[d].get("aws") or {}
+        if "download_mbps" not in file or "sync_mbps" not in sync:
+            plain.append(f"{d:28} {'failed':>18}")
+            md.append(f"| {d} | failed | failed | - |")
+            continue
+        ours, theirs = (f"{r[k + '_s']:.2f} s, {r[k + '_mbps']:.0f} MB/s, {r['s3_requests']:,} requests "
+                        f"({r['s3_heads']:,} HEAD)" for r, k in ((file, "download"), (sync, "sync")))
+        ratio = file["download_mbps"] / sync["sync_mbps"]
+        plain.append(f"{d + f' ({DATASETS[d]:,} objects)':28} {ours:>36} {theirs:>36} {ratio:6.2f}x")
+        md.append(f"| {d} ({DATASETS[d]:,} objects) | {ours} | {theirs} | {ratio:.2f}x |")
+    return "\n".join(plain), "\n".join(md)
+
+
+def goals(results: dict, datasets: list[str]) -> list[dict]:
+    """Each goal per dataset: the measured ratio, the bound, met or not (None: not measured)."""
+    out = []
+    for d in datasets:
+        r = results[d]
+        file = r.get("File") or {}
+
+        def ratio(a: float | None, b: float | None) -> float | None:
+            return a / b if a is not None and b else None
+
+        for mode in ("FastFile", "Pipe"):
+            out.append({"dataset": d, "goal": f"{mode} first batch <= 5% of File's",
+                        "ratio": ratio((r.get(mode) or {}).get("first_batch_s"), file.get("first_batch_s")),
+                        "bound": GOAL_FIRST_BATCH, "at_most": True})
+        out.append({"dataset": d, "goal": "File download >= 1.0x aws s3 sync",
+                    "ratio": ratio(file.get("download_mbps"), (r.get("aws") or {}).get("sync_mbps")),
+                    "bound": GOAL_SYNC_RATIO, "at_most": False})
+        out.append({"dataset": d, "goal": "FastFile epoch 2 <= 1.2x local files",
+                    "ratio": ratio((r.get("FastFile") or {}).get("epoch2_s"), file.get("epoch2_s")),
+                    "bound": GOAL_SECOND_EPOCH, "at_most": True})
+    for g in out:
+        g["met"] = None if g["ratio"] is None else (g["ratio"] <= g["bound"]) if g["at_most"] else \
+            (g["ratio"] >= g["bound"])
+    return out
+
+
+def goal_lines(found: list[dict]) -> tuple[str, str]:
+    verdict = {True: "met", False: "NOT met", None: "not measured"}
+    plain, md = [], ["| dataset | goal | measured | |", "|---|---|---:|---|"]
+    for g in found:
+        measured = "-" if g["ratio"] is None else f"{g['ratio']:.3f}x"
+        plain.append(f"{g['dataset']:5} {g['goal']:40} {measured:>9}  {verdict[g['met']]}")
+        md.append(f"| {g['dataset']} | {g['goal']} | {measured} | {verdict[g['met']]} |")
+    return "\n".join(plain), "\n".join(md)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=2048, help="each dataset's total size in MiB (default 2048)")
+    parser.add_argument("--datasets", default=",".join(DATASETS),
+                        help=f"comma-separated, of {', '.join(DATASETS)} (default both)")
+    parser.add_argument("--aws", help=f"the aws command to compare with (default {DEBIAN_AWS}, else aws on PATH)")
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (SHIPYARD_HOME, logs)")
+    args = parser.parse_args()
+    datasets = [d for d in args.datasets.split(",") if d]
+    if not datasets or any(d not in DATASETS for d in datasets):
+        parser.error(f"--datasets: choose from {', '.join(DATASETS)}")
+    aws = find_aws(args.aws)
+    if aws is None:
+        sys.exit(f"aws (awscli) not found: install it with {AWS_HINT}")
+    aws_version = subprocess.run([aws, "--version"], capture_output=True, text=True).stdout.strip().split(" ")[0]
+
+    import psutil
+
+    from shipyard import Estimator  # noqa: F401  (imported before the first measured submission)
+    from shipyard.inputs import TrainingInput  # noqa: F401
+
+    total = args.size_mb * MIB
+    workdir, source = workspace("shipyard-input-modes-", script="")   # a temporary SHIPYARD_HOME too
+    (source / "bench_input.py").write_text(SCRIPT)
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION})
+    print(f"workdir {workdir}; {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB, load "
+          f"average {os.getloadavg()[0]:.2f}; {aws} ({aws_version}); {len(datasets)} x {args.size_mb} MiB", flush=True)
+    started = time.perf_counter()
+    data = os.urandom(total)
+    results: dict[str, dict] = {}
+    servers: dict[str, dict] = {}
+    try:
+        for dataset in datasets:
+            results[dataset] = {}
+            pieces = layout(total, DATASETS[dataset])
+            # A fresh server per dataset: moto holds the objects twice (its buffers and the bytes cache).
+            moto = Moto(workdir / f"moto-{dataset}.log")
+            try:
+                os.environ["SHIPYARD_S3_ENDPOINT_URL"] = moto.endpoint
+                t0 = time.perf_counter()
+                upload(moto.endpoint, dataset, data, pieces)
+                servers[dataset] = {"upload_s": time.perf_counter() - t0, "moto_rss_mib": rss_mib(moto.process.pid)}
+                settle()
+                print(f"{dataset}: {len(pieces):,} objects of {pieces[0][2]:,} bytes uploaded to {moto.endpoint} in "
+                      f"{servers[dataset]['upload_s']:.1f}s; moto RSS {servers[dataset]['moto_rss_mib']:.0f} MiB, "
+                      f"available {psutil.virtual_memory().available / 2**30:.1f} GiB", flush=True)
+                expected = {"bytes": total, "files": {"File": len(pieces), "FastFile": len(pieces), "Pipe": 1},
+                            "first_sha256": hashlib.sha256(data[:min(MIB, total)]).hexdigest()}
+                for mode in MODES:
+                    t0 = time.perf_counter()
+                    try:
+                        results[dataset][mode] = r = run_job(source, dataset, mode, moto, expected)
+                        print(f"{dataset} {mode:8} {time.perf_counter() - t0:6.1f}s  first batch "
+                              f"{r['first_batch_s']:.2f}s, epoch 1 {r['epoch1_s']:.2f}s"
+                              + (f", epoch 2 {r['epoch2_s']:.2f}s" if "epoch2_s" in r else "")
+                              + (f", download {r['download_s']:.2f}s" if "download_s" in r else ""), flush=True)
+                    except Exception as exc:   # the column says so; the other modes still run
+                        results[dataset][mode] = {"error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+                        print(f"{dataset} {mode:8} FAILED: {results[dataset][mode]['error']}", flush=True)
+                try:
+                    results[dataset]["aws"] = r = run_aws_sync(aws, moto, dataset, workdir, expected)
+                    print(f"{dataset} aws s3 sync {r['sync_s']:.2f}s ({r['sync_mbps']:.0f} MB/s)", flush=True)
+                except Exception as exc:
+                    results[dataset]["aws"] = {"error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+                    print(f"{dataset} aws s3 sync FAILED: {results[dataset]['aws']['error']}", flush=True)
+                servers[dataset]["moto_rss_end_mib"] = rss_mib(moto.process.pid)
+            finally:
+                moto.stop()
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    found = goals(results, datasets)
+    plain_main, md_main = table(results, datasets)
+    plain_sync, md_sync = sync_table(results, datasets)
+    plain_goals, md_goals = goal_lines(found)
+    sizes = ", ".join(f"{d} = {DATASETS[d]:,} objects" for d in datasets)
+    print(f"\nInput modes, {args.size_mb} MiB per dataset ({sizes}), moto on 127.0.0.1, one 1-instance job per "
+          f"cell; {time.perf_counter() - started:.0f}s in all")
+    print(plain_main)
+    print()
+    print(plain_sync)
+    print(f"\nGoals ({aws_version} for aws s3 sync):")
+    print(plain_goals)
+    for dataset in datasets:
+        for name, r in results[dataset].items():
+            if "error" in r:
+                print(f"{dataset} {name}: {r['error']}")
+    print("\n" + md_main + "\n\n" + md_sync + "\n\n" + md_goals)
+    if args.json:
+        from importlib.metadata import version
+
+        document = {
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+                        "platform": platform.platform(), "python": platform.python_version(),
+                        "moto": version("moto"), "aws": aws_version,
+                        "rclone": subprocess.run(["rclone", "version"], capture_output=True,
+                                                 text=True).stdout.split("\n")[0]},
+            "setup": {"size_mib": args.size_mb, "datasets": {d: DATASETS[d] for d in datasets}, "epochs": EPOCHS},
+            "servers": servers, "results": results, "goals": found,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

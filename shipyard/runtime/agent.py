@@ -201,23 +201,38 @@ class Agent:
     def open_channels(self) -> None:
         """FastFile channels mounted (unless a warm instance mounted them already), Pipe channels streaming,
         file systems shown (the sandbox binds them; without one, a link)."""
-        from shipyard.runtime import fastfile, pipe
+        from shipyard.runtime import fastfile
 
         if isinstance(self.mounts, Exception):
             error, self.mounts = self.mounts, []
             raise error
         if not self.mounts:
             self.mounts = fastfile.mount_channels(self.config, self.log_fd)
+        self._start_streams()
         for channel in self.config.channels:
-            if channel.input_mode == "Pipe":
-                self.streams.append(pipe.start(channel, self.layout.input_data_dir, self.config.host_index,
-                                               len(self.config.hosts), self._channel_failed))
-            elif channel.file_system_type and not self.config.sandboxed:
+            if channel.file_system_type and not self.config.sandboxed:
                 link = self.layout.channel_dir(channel.name)
                 link.rmdir()
                 link.symlink_to(channel.uri, target_is_directory=True)
         for mount in self.mounts:
             self.say(f"channel {mount.plan.channel}: mounted (FastFile)")
+
+    def _start_streams(self) -> None:
+        from shipyard.runtime import pipe
+
+        self.streams = [pipe.start(c, self.layout.input_data_dir, self.config.host_index, len(self.config.hosts),
+                                   self._channel_failed) for c in self.config.channels if c.input_mode == "Pipe"]
+
+    def _restart_streams(self) -> None:
+        """The script starts over when this instance rejoins: so do its Pipe channels, at epoch 0, with the
+        readers' epoch counters (pipe_reader's state files) gone too."""
+        import shutil
+
+        if self.streams:
+            for stream in self.streams:
+                stream.stop()
+            shutil.rmtree(Path(self.config.base) / "pipe_state", ignore_errors=True)
+            self._start_streams()
 
     def _channel_failed(self, message: str) -> None:
         """A Pipe channel could not go on: the script must not take what it read for the whole epoch."""
@@ -424,6 +439,7 @@ class Agent:
         self.pausing = False
         self.config = dataclasses.replace(self.config, master_port=command["master_port"])
         self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
+        self._restart_streams()
         return self._launch(env, launcher)
 
     def _launch(self, env: TrainingEnvironment, launcher) -> tuple[list[str], int]:

@@ -294,3 +294,32 @@ def test_pipe_waits_out_an_endpoint_gone_dark(home, s3_proxy, s3, tmp_path, wait
     est.latest_training_job.wait(logs=False)
     assert sent < sum(map(len, bodies.values()))   # the stream was still going when the endpoint went dark
     assert _model(est, tmp_path)["algo-1/train_0"] == b"".join(bodies[key] for key in sorted(bodies))
+
+
+def test_pipe_of_an_instance_that_rejoins_starts_again(home, tmp_path, wait_for_line):
+    """algo-2 is interrupted while both scripts are inside epoch 0 of a Pipe channel; algo-1 keeps its
+    instance and rejoins the replacement: its script starts over, and so does its stream, at epoch 0."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    data.mkdir()
+    bodies = {f"obj-{i}.bin": os.urandom(256 * 1024 + i) for i in range(4)}
+    for key, body in bodies.items():
+        (data / key).write_bytes(body)
+    est = _estimator(instance_count=2, use_spot_instances=True, max_wait=600, interruption_notice_seconds=2,
+                     checkpoint_s3_uri=f"file://{tmp_path / 'ckpt'}",
+                     hyperparameters={"hold_seconds": 60, "hold_once": 1, "pipe_epochs": 1})
+    est.fit({"train": TrainingInput(str(data), input_mode="Pipe")}, wait=False)
+    job = est.latest_training_job
+    for host in ("algo-1", "algo-2"):
+        wait_for_line(Store().log_path(job.name, host), "probe: holding")
+    done = subprocess.run([sys.executable, "-m", "shipyard.cli.main", "spot", "interrupt", job.name, "--host",
+                           "algo-2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    description = job.wait(logs=False)
+    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert "rejoining with a replaced instance" in Store().log_path(job.name, "algo-1").read_text()
+    model = _model(est, tmp_path)
+    whole = b"".join(bodies[key] for key in sorted(bodies))
+    assert model["algo-1/train_0"] == whole and model["algo-2/train_0"] == whole

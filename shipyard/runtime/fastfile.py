@@ -156,8 +156,9 @@ def _die_with_parent() -> None:
 
 def mount_channels(config, log_fd: int) -> list[Mount]:
     """Mount every FastFile channel of `config` (an AgentConfig) at its /opt/ml/input/data/<channel>, this
-    host's shard only under ShardedByS3Key. What was mounted stays mounted when a later one fails."""
+    host's shard only under ShardedByS3Key. A mount that fails unmounts those made before it."""
     from shipyard.contract.layout import Layout
+    from shipyard.runtime.pipe import epoch_items
 
     layout, mounts = Layout(Path(config.base)), []
     try:
@@ -166,7 +167,9 @@ def mount_channels(config, log_fd: int) -> list[Mount]:
                 continue
             keys = None
             if channel.distribution == "ShardedByS3Key":
-                keys = shard(list_keys(channel), channel.shuffle_seed, config.host_index, len(config.hosts))
+                # The keys File mode would copy (and Pipe mode's first epoch deal) to this host.
+                keys = epoch_items(list_keys(channel), 0, channel.shuffle_seed, config.host_index,
+                                   len(config.hosts), sharded=True)
             cache = Path(config.instance_dir) / "fastfile" / channel.name
             cache.mkdir(parents=True, exist_ok=True)
             mounts.append(Mount(plan(channel, layout.channel_dir(channel.name), cache, keys), log_fd))
@@ -176,9 +179,3 @@ def mount_channels(config, log_fd: int) -> list[Mount]:
         raise
     return mounts
 
-
-def shard(keys: list[str], seed: int | None, host_index: int, host_count: int) -> list[str]:
-    """This host's share, as File mode and Pipe mode's first epoch deal it."""
-    from shipyard.runtime.pipe import epoch_items
-
-    return epoch_items(keys, 0, seed, host_index, host_count, sharded=True)

@@ -11,7 +11,9 @@ datasets are the same bytes and the channel's sorted contents are the buffer). A
 GET of a byte per object fills the server's per-object cache, so that no mode pays for it.
 
 For each dataset, one 1-instance job per mode (instance_type="local", a bubblewrap sandbox, SHIPYARD_HOME a
-temporary directory) with the dataset as channel `train` in that mode. Its script notes time.time() as its
+temporary directory) with the dataset as channel `train` in that mode, started cold; then each mode again on
+a warm pool (keep_alive_period_in_seconds: an unmeasured job without a channel makes it, every warm job must
+reuse it), which takes the start common to every mode (controller, sandbox, Python) out of the first batch. Its script notes time.time() as its
 first statement, lists the channel's files (os.walk, sorted) or waits for the pipe /opt/ml/input/data/train_0,
 and reads everything sequentially in 1 MiB reads (a pipe read until 1 MiB or its end): the first batch is the
 first 1 MiB it has (its sha256 is checked against the buffer's), the epoch ends at the last byte (every byte
@@ -27,8 +29,9 @@ before it is removed: the local disk the job used (du). File mode's download is 
 (`channel train: N objects, B bytes fetched from ... in X.XXs` in the job's host log), compared with
 `aws s3 sync s3://bench/<dataset>/ DIR --endpoint-url ...` (Debian's awscli: `SHIPYARD_BENCH=1 make setup`)
 timed here on the same endpoint with the same credentials, into a fresh directory. Goals (issue): FastFile and
-Pipe first batch <= 5% of File mode's; File mode's download >= 1.0x aws s3 sync's throughput; a second FastFile
-epoch at most 20% slower than reading local files (File mode's second epoch).
+Pipe first batch <= 5% of File mode's (cold against cold, warm against warm); File mode's download >= 1.0x aws
+s3 sync's throughput; a second FastFile epoch at most 20% slower than reading local files (File mode's second
+epoch, cold runs).
 
 Every step runs once, one after the other, `os.sync()` between them (no writeback left from the last one).
 moto is Python on the same 2 cores as the agent, rclone, awscli and the script: throughputs are relative to
@@ -61,6 +64,8 @@ from run import workspace  # noqa: E402
 BUCKET, CHANNEL = "bench", "train"
 DATASETS = {"many": 2000, "few": 20}          # objects per dataset
 MODES = ("File", "FastFile", "Pipe")
+RUNS = [(mode, warm) for warm in (False, True) for mode in MODES]   # cold, then on a warm pool
+KEEP_ALIVE = 600
 EPOCHS = {"File": 2, "FastFile": 2, "Pipe": 1}
 DEBIAN_AWS = "/usr/bin/aws"                   # Debian's awscli, what SHIPYARD_BENCH=1 make setup installs
 AWS_HINT = "SHIPYARD_BENCH=1 make setup  (installs Debian's awscli: apt-get install -y awscli)"
@@ -133,6 +138,10 @@ print("BENCH_INPUT " + json.dumps(marks), flush=True)
 FETCHED = re.compile(rf"channel {CHANNEL}: (\d+) objects, (\d+) bytes fetched from \S+ \(\w+\) in ([0-9.]+)s")
 
 
+def column(mode: str, warm: bool) -> str:
+    return f"{mode} warm" if warm else mode
+
+
 # -- data --------------------------------------------------------------------------------------------
 def layout(total: int, count: int) -> list[tuple[str, int, int]]:
     """(key, offset, size) of `count` consecutive, near-equal pieces of a `total`-byte buffer."""
@@ -184,35 +193,52 @@ def rss_mib(pid: int) -> float:
 
 
 # -- runs --------------------------------------------------------------------------------------------
-def run_job(source: Path, dataset: str, mode: str, moto: Moto, expected: dict) -> dict:
-    """One 1-instance job reading s3://bench/<dataset>/ as channel train in `mode`; its marks relative to
-    submission (fit()), the endpoint's counts, the disk it used. The instance's directory is removed after."""
+def estimator(source: Path, entry_point: str, name: str, warm: bool, **kwargs):
     from shipyard import Estimator
+
+    return Estimator(entry_point=entry_point, source_dir=str(source), instance_type="local", base_job_name=name,
+                     keep_alive_period_in_seconds=KEEP_ALIVE if warm else None, **kwargs)
+
+
+def make_pool(source: Path, dataset: str) -> str:
+    """An unmeasured job (prime.py: no channel) whose instance stays warm for the warm runs; its name (what
+    releases the pool until a later job reuses it)."""
+    job = estimator(source, "prime.py", f"inputs-{dataset}-pool", True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        job.fit(wait=True, logs="None")
+    return job.latest_training_job.name
+
+
+def run_job(source: Path, dataset: str, mode: str, moto: Moto, expected: dict, warm: bool = False) -> dict:
+    """One 1-instance job reading s3://bench/<dataset>/ as channel train in `mode` (`warm`: on the warm pool
+    make_pool made, which it must reuse); its marks relative to submission (fit()), the endpoint's counts,
+    the disk it used. The instance's directory is removed after."""
     from shipyard.inputs import TrainingInput
     from shipyard.store import Store
 
-    estimator = Estimator(entry_point="bench_input.py", source_dir=str(source), instance_type="local",
-                          hyperparameters={"epochs": EPOCHS[mode], "channel": CHANNEL},
-                          base_job_name=f"inputs-{dataset}-{mode.lower()}")
+    estimator_ = estimator(source, "bench_input.py", f"inputs-{dataset}-{mode.lower()}", warm,
+                           hyperparameters={"epochs": EPOCHS[mode], "channel": CHANNEL})
     channel = TrainingInput(f"s3://{BUCKET}/{dataset}/", input_mode=mode)
     captured = io.StringIO()
     s0 = moto.stats()
     t0 = time.time()
     try:
         with contextlib.redirect_stdout(captured):
-            estimator.fit({CHANNEL: channel}, wait=True, logs="None")
+            estimator_.fit({CHANNEL: channel}, wait=True, logs="None")
     except Exception:
         print(captured.getvalue(), file=sys.stderr)
         raise
     t_end = time.time()
     s1 = moto.stats()
-    job = estimator.latest_training_job
+    job = estimator_.latest_training_job
     store = Store()
     log = store.log_path(job.name, "algo-1").read_text(errors="replace")
     status = job.describe()["TrainingJobStatus"]
     found = [line for line in log.splitlines() if line.startswith("BENCH_INPUT ")]
     if status != "Completed" or not found:
         raise RuntimeError(f"{dataset} {mode}: job {job.name} {status}; its log ends:\n{log[-3000:]}")
+    if warm and not any("reusing warm pool" in e["message"] for e in store.events(job.name)):
+        raise RuntimeError(f"{dataset} {mode}: job {job.name} did not reuse the warm pool")
     marks = json.loads(found[-1].removeprefix("BENCH_INPUT "))
     epochs = marks["epochs"]
     for number, epoch in enumerate(epochs, 1):
@@ -300,9 +326,9 @@ ROWS = [
 ]
 
 
-def table(results: dict, datasets: list[str]) -> tuple[str, str]:
-    """(plain, markdown): rows the measures, columns each dataset's modes."""
-    columns = [(d, m) for d in datasets for m in MODES]
+def table(results: dict, datasets: list[str], warm: bool) -> tuple[str, str]:
+    """(plain, markdown): rows the measures, columns each dataset's modes, cold or on a warm pool."""
+    columns = [(d, column(m, warm)) for d in datasets for m in MODES]
     names = [f"{d} {m}" for d, m in columns]
     width = max(len(label) for _, label, _ in ROWS)
     plain = [f"{'':{width}} " + " ".join(f"{n:>13}" for n in names)]
@@ -349,10 +375,12 @@ def goals(results: dict, datasets: list[str]) -> list[dict]:
         def ratio(a: float | None, b: float | None) -> float | None:
             return a / b if a is not None and b else None
 
-        for mode in ("FastFile", "Pipe"):
-            out.append({"dataset": d, "goal": f"{mode} first batch <= 5% of File's",
-                        "ratio": ratio((r.get(mode) or {}).get("first_batch_s"), file.get("first_batch_s")),
-                        "bound": GOAL_FIRST_BATCH, "at_most": True})
+        for warm in (False, True):
+            baseline = (r.get(column("File", warm)) or {}).get("first_batch_s")
+            for mode in ("FastFile", "Pipe"):
+                out.append({"dataset": d, "goal": f"{mode} first batch <= 5% of File's, {'warm' if warm else 'cold'}",
+                            "ratio": ratio((r.get(column(mode, warm)) or {}).get("first_batch_s"), baseline),
+                            "bound": GOAL_FIRST_BATCH, "at_most": True})
         out.append({"dataset": d, "goal": "File download >= 1.0x aws s3 sync",
                     "ratio": ratio(file.get("download_mbps"), (r.get("aws") or {}).get("sync_mbps")),
                     "bound": GOAL_SYNC_RATIO, "at_most": False})
@@ -396,10 +424,12 @@ def main() -> int:
 
     from shipyard import Estimator  # noqa: F401  (imported before the first measured submission)
     from shipyard.inputs import TrainingInput  # noqa: F401
+    from shipyard.sdk.job import TrainingJob
 
     total = args.size_mb * MIB
     workdir, source = workspace("shipyard-input-modes-", script="")   # a temporary SHIPYARD_HOME too
     (source / "bench_input.py").write_text(SCRIPT)
+    (source / "prime.py").write_text("print('warm')\n")
     os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": REGION})
     print(f"workdir {workdir}; {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB, load "
@@ -408,6 +438,7 @@ def main() -> int:
     data = os.urandom(total)
     results: dict[str, dict] = {}
     servers: dict[str, dict] = {}
+    pools: dict[str, str] = {}
     try:
         for dataset in datasets:
             results[dataset] = {}
@@ -425,17 +456,22 @@ def main() -> int:
                       f"available {psutil.virtual_memory().available / 2**30:.1f} GiB", flush=True)
                 expected = {"bytes": total, "files": {"File": len(pieces), "FastFile": len(pieces), "Pipe": 1},
                             "first_sha256": hashlib.sha256(data[:min(MIB, total)]).hexdigest()}
-                for mode in MODES:
+                for mode, warm in RUNS:
+                    if warm and pools.get(dataset) is None:
+                        pools[dataset] = make_pool(source, dataset)
+                    name = column(mode, warm)
                     t0 = time.perf_counter()
                     try:
-                        results[dataset][mode] = r = run_job(source, dataset, mode, moto, expected)
-                        print(f"{dataset} {mode:8} {time.perf_counter() - t0:6.1f}s  first batch "
+                        results[dataset][name] = r = run_job(source, dataset, mode, moto, expected, warm)
+                        if warm:
+                            pools[dataset] = r["job"]   # the pool's latest job is the one that releases it
+                        print(f"{dataset} {name:13} {time.perf_counter() - t0:6.1f}s  first batch "
                               f"{r['first_batch_s']:.2f}s, epoch 1 {r['epoch1_s']:.2f}s"
                               + (f", epoch 2 {r['epoch2_s']:.2f}s" if "epoch2_s" in r else "")
                               + (f", download {r['download_s']:.2f}s" if "download_s" in r else ""), flush=True)
                     except Exception as exc:   # the column says so; the other modes still run
-                        results[dataset][mode] = {"error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
-                        print(f"{dataset} {mode:8} FAILED: {results[dataset][mode]['error']}", flush=True)
+                        results[dataset][name] = {"error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+                        print(f"{dataset} {name:13} FAILED: {results[dataset][name]['error']}", flush=True)
                 try:
                     results[dataset]["aws"] = r = run_aws_sync(aws, moto, dataset, workdir, expected)
                     print(f"{dataset} aws s3 sync {r['sync_s']:.2f}s ({r['sync_mbps']:.0f} MB/s)", flush=True)
@@ -444,6 +480,8 @@ def main() -> int:
                     print(f"{dataset} aws s3 sync FAILED: {results[dataset]['aws']['error']}", flush=True)
                 servers[dataset]["moto_rss_end_mib"] = rss_mib(moto.process.pid)
             finally:
+                if pools.get(dataset):   # its agent's environment names this dataset's endpoint
+                    TrainingJob(pools[dataset]).update(keep_alive_period_in_seconds=0)
                 moto.stop()
     finally:
         if args.keep:
@@ -452,13 +490,16 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     found = goals(results, datasets)
-    plain_main, md_main = table(results, datasets)
+    plain_cold, md_cold = table(results, datasets, False)
+    plain_warm, md_warm = table(results, datasets, True)
     plain_sync, md_sync = sync_table(results, datasets)
     plain_goals, md_goals = goal_lines(found)
     sizes = ", ".join(f"{d} = {DATASETS[d]:,} objects" for d in datasets)
     print(f"\nInput modes, {args.size_mb} MiB per dataset ({sizes}), moto on 127.0.0.1, one 1-instance job per "
           f"cell; {time.perf_counter() - started:.0f}s in all")
-    print(plain_main)
+    print(plain_cold)
+    print()
+    print(plain_warm)
     print()
     print(plain_sync)
     print(f"\nGoals ({aws_version} for aws s3 sync):")
@@ -467,7 +508,7 @@ def main() -> int:
         for name, r in results[dataset].items():
             if "error" in r:
                 print(f"{dataset} {name}: {r['error']}")
-    print("\n" + md_main + "\n\n" + md_sync + "\n\n" + md_goals)
+    print("\n" + md_cold + "\n\n" + md_warm + "\n\n" + md_sync + "\n\n" + md_goals)
     if args.json:
         from importlib.metadata import version
 

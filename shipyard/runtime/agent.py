@@ -199,8 +199,8 @@ class Agent:
                                 sharded=channel.distribution == "ShardedByS3Key"), listed
 
     def open_channels(self) -> None:
-        """FastFile channels mounted (unless a warm instance mounted them already), Pipe channels streaming,
-        file systems shown (the sandbox binds them; without one, a link)."""
+        """FastFile channels mounted (unless a warm instance mounted them already), file systems shown (the
+        sandbox binds them; without one, a link). Pipe channels started streaming earlier."""
         from shipyard.runtime import fastfile
 
         if isinstance(self.mounts, Exception):
@@ -208,7 +208,6 @@ class Agent:
             raise error
         if not self.mounts:
             self.mounts = fastfile.mount_channels(self.config, self.log_fd)
-        self._start_streams()
         for channel in self.config.channels:
             if channel.file_system_type and not self.config.sandboxed:
                 link = self.layout.channel_dir(channel.name)
@@ -369,6 +368,7 @@ class Agent:
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
+            self._start_streams()   # first: their storage client's import and listing overlap the rest
             self.events.emit("phase", phase="Downloading")
             self.fetch_code(env)
             self.download_channels()

@@ -27,7 +27,7 @@ import termios
 import threading
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import TypeVar
 from shipyard.errors import StorageError, ValidationError
 from shipyard.runtime.config import ChannelSource
 from shipyard.storage import transfer
-from shipyard.storage.manifest import check_objects, listing, read_augmented, read_manifest
+from shipyard.storage.manifest import check_objects, read_augmented, read_manifest
 from shipyard.storage.uri import filesystem
 
 CHUNK = 8 * 1024 * 1024
@@ -84,7 +84,7 @@ class _Ended(Exception):
     """The stream ends with nothing (more) to report: stop() was called, or the failure was told already."""
 
 
-def _source(channel: ChannelSource) -> tuple[list, Callable[[object], list[_Part]]]:
+def _source(channel: ChannelSource) -> tuple[Iterable, Callable[[object], list[_Part]]]:
     """The channel's items (what an epoch orders and shards) and the parts each item streams."""
     if channel.s3_data_type == "ManifestFile":
         prefix, keys = read_manifest(channel.uri)
@@ -95,18 +95,42 @@ def _source(channel: ChannelSource) -> tuple[list, Callable[[object], list[_Part
         lines = read_augmented(channel.uri, names)
         return lines, lambda line: [_attribute(line[name]) if name.endswith("-ref") else
                                     _Part(f"{name} (inline)", data=_inline(line[name])) for name in names]
-    sizes = listing(channel.uri)
-    prefix = channel.uri
-    if not sizes:  # a prefix naming one object, as File mode allows
-        fs, path = filesystem(channel.uri)
-        try:
-            sizes = {posixpath.basename(path): fs.size(path)} if fs.isfile(path) else {}
-        except OSError as exc:
-            raise StorageError(f"could not list {channel.uri}: {exc}") from exc
-        prefix = channel.uri[: len(channel.uri) - len(posixpath.basename(path))]
+    fs, root = filesystem(channel.uri)
+    listed = _Listed(transfer.pages(fs, root))
+    if listed.keys:
+        return listed, _objects_in(channel.uri, listed.sizes)
+    try:  # a prefix naming one object, as File mode allows
+        sizes = {posixpath.basename(root): fs.size(root)} if fs.isfile(root) else {}
+    except OSError as exc:
+        raise StorageError(f"could not list {channel.uri}: {exc}") from exc
     if not sizes:
         raise StorageError(f"no objects under {channel.uri}; check the channel's URI")
-    return list(sizes), _objects_in(prefix, sizes)
+    return list(sizes), _objects_in(channel.uri[: len(channel.uri) - len(posixpath.basename(root))], sizes)
+
+
+class _Listed:
+    """A prefix's keys in order, listed a page at a time as they are iterated: the first epoch starts on the
+    first page (without a shuffle or shards, which need every key)."""
+
+    def __init__(self, pages: Iterator[dict[str, tuple[int, str]]]) -> None:
+        self.keys: list[str] = []
+        self.sizes: dict[str, int] = {}
+        self._pages = pages
+        self._next_page()
+
+    def _next_page(self) -> bool:
+        page = next(self._pages, None)
+        if page is None:
+            return False
+        self.keys.extend(page)
+        self.sizes.update((key, size) for key, (size, _) in page.items())
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        i = 0
+        while i < len(self.keys) or self._next_page():
+            yield self.keys[i]
+            i += 1
 
 
 def _objects_in(prefix: str, sizes: dict[str, int]) -> Callable[[str], list[_Part]]:
@@ -185,10 +209,10 @@ class PipeStreamer:
         pool = ThreadPoolExecutor(self.ahead, thread_name_prefix=f"pipe-{name}")
         try:
             items, parts_of = _source(self.channel)
-            sharded = self.channel.distribution == "ShardedByS3Key"
+            sharded, seed = self.channel.distribution == "ShardedByS3Key", self.channel.shuffle_seed
             for epoch in itertools.count():
-                order = epoch_items(items, epoch, self.channel.shuffle_seed, self.host_index, self.host_count,
-                                    sharded)
+                order = items if seed is None and not sharded else \
+                    epoch_items(list(items), epoch, seed, self.host_index, self.host_count, sharded)
                 self._epoch(pool, epoch, (part for item in order for part in parts_of(item)))
         except _Ended:
             pass

@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 from shipyard.errors import StorageError, ValidationError
 from shipyard.storage.uri import check_form, filesystem
+from shipyard.storage.transfer import pages
 
 SHAPE = 'a JSON array: [{"prefix": "s3://bucket/prefix/"}, "relative/key-1", "relative/key-2", ...]'
 
@@ -70,21 +71,7 @@ def _check_key(uri: str, index: int, key: object) -> None:
 def listing(prefix: str) -> dict[str, int]:
     """{key relative to `prefix`: size} of every object under it (a folder-like prefix), sorted by key, in
     one listing; {} when there are none."""
-    fs, root = filesystem(prefix)
-    root = root.rstrip("/")
-    try:
-        found = fs.find(root, detail=True)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise StorageError(f"could not list {prefix}: {exc}") from exc
-    objects = {}
-    for name, info in found.items():
-        # Zero-byte "folder" markers some S3 tools create are not objects.
-        if info.get("type") == "directory" or name.endswith("/") or not name.startswith(root + "/"):
-            continue
-        objects[name[len(root) + 1:]] = int(info.get("size") or 0)
-    return dict(sorted(objects.items()))
+    return {key: size for page in pages(*filesystem(prefix)) for key, (size, _) in page.items()}
 
 
 def check_objects(prefix: str, keys: Sequence[str]) -> dict[str, int]:

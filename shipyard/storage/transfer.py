@@ -8,7 +8,7 @@ import posixpath
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -18,11 +18,11 @@ from shipyard.storage.uri import filesystem
 WORKERS = 8
 CHUNK = 8 * 1024 * 1024
 RANGE = 32 * 1024 * 1024   # an object larger than two of these is fetched in ranges, side by side
+FIRST_PAGE = 100           # keys in an S3 listing's first page
 
 
-def _is_local_fs(fs) -> bool:
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
-    return "file" in protocols
+def _speaks(fs, protocol: str) -> bool:
+    return protocol in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol)
 
 
 Listing = tuple[object, str, bool, dict[str, tuple[int, str]]]
@@ -32,23 +32,58 @@ def listing(uri: str) -> Listing:
     """(fs, root, root is a single file, {relative key: (size, identity)}) for everything under `uri`. The
     identity (an ETag, else a modification time) tells whether an object changed since it was copied."""
     fs, root = filesystem(uri)
+    objects = {key: value for page in pages(fs, root) for key, value in page.items()}
+    if objects:
+        return fs, root, False, objects
     try:
-        if not fs.exists(root):
-            raise StorageError(f"{uri} does not exist")
         if fs.isfile(root):
             info = fs.info(root)
             return fs, root, True, {posixpath.basename(root): (int(info.get("size") or 0), _identity(info))}
-        found = fs.find(root, detail=True)
+        if not fs.exists(root):
+            raise StorageError(f"{uri} does not exist")
     except OSError as exc:
         raise StorageError(f"could not list {uri}: {exc}") from exc
+    return fs, root, False, {}
+
+
+def pages(fs, root: str) -> Iterator[dict[str, tuple[int, str]]]:
+    """Every object under the folder-like `root` of `fs` as {relative key: (size, identity)}, in key order,
+    a page at a time: S3's own pages, the first one small (a stream starts on it while the rest is listed),
+    any other file system's listing as one page. Nothing when there is nothing under it."""
     prefix = root.rstrip("/") + "/"
+    try:
+        if _speaks(fs, "s3"):
+            yield from _s3_pages(fs, prefix)
+            return
+        found = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"could not list {fs.unstrip_protocol(root)}: {exc}") from exc
     objects = {}
     for name, info in found.items():
         # Zero-byte "folder" markers some S3 tools create are not objects anyone wants.
         if info.get("type") == "directory" or name.endswith("/") or not name.startswith(prefix):
             continue
         objects[name[len(prefix):]] = (int(info.get("size") or 0), _identity(info))
-    return fs, root, False, dict(sorted(objects.items()))
+    if objects:
+        yield dict(sorted(objects.items()))
+
+
+def _s3_pages(fs, prefix: str) -> Iterator[dict[str, tuple[int, str]]]:
+    # ListObjectsV2 returns keys in UTF-8 byte order, which is Python's str order: each page follows the last.
+    bucket, key, _ = fs.split_path(prefix)
+    start = key.rstrip("/") + "/" if key else ""
+    request = {"Bucket": bucket, "Prefix": start, "MaxKeys": FIRST_PAGE}
+    while True:
+        page = fs.call_s3("list_objects_v2", **request)
+        objects = {item["Key"][len(start):]: (int(item.get("Size") or 0), _identity(item))
+                   for item in page.get("Contents", ()) if not item["Key"].endswith("/")}
+        if objects:
+            yield objects
+        if not page.get("IsTruncated") or not page.get("NextContinuationToken"):
+            return
+        request.update(ContinuationToken=page["NextContinuationToken"], MaxKeys=1000)
 
 
 def _identity(info: dict) -> str:
@@ -94,7 +129,7 @@ def download(
     caller has it already. `progress(done, total)` counts the bytes still to
     fetch; it is called from worker threads, but never concurrently."""
     fs, root, single, objects = listed or listing(uri)
-    local = _is_local_fs(fs)
+    local = _speaks(fs, "file")
     dest = Path(dest)
     wanted = list(objects) if keys is None else list(keys)
     targets = {key: _target(dest, key) for key in wanted}  # all checked before anything is written
@@ -208,7 +243,7 @@ def _run_all(work: Callable[[str], None], items: list, what: str) -> None:
 
 
 def _put(fs, local: Path, path: str) -> None:
-    if _is_local_fs(fs):
+    if _speaks(fs, "file"):
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")

@@ -281,6 +281,29 @@ def test_s3_shards_reshuffle_every_epoch_across_hosts(s3, stream):
     assert seen[0] != seen[1]
 
 
+def test_s3_stream_starts_on_the_listings_first_page(s3, stream, monkeypatch):
+    bucket = s3.bucket("pipe")
+    files = {f"part-{i}": f"object {i};".encode() * (i + 1) for i in range(7)}
+    for key, body in files.items():
+        s3.put(f"{bucket}/train/{key}", body)
+    monkeypatch.setattr(transfer, "FIRST_PAGE", 2)
+    from shipyard.storage.uri import filesystem
+
+    fs, _ = filesystem(f"{bucket}/train/")
+    calls = []
+    original = fs.call_s3
+    monkeypatch.setattr(fs, "call_s3", lambda method, **kw: calls.append((method, kw.get("MaxKeys"))) or
+                        original(method, **kw), raising=False)
+    _, errors, data = stream(_channel(f"{bucket}/train/", record_wrapping="RecordIO"))
+    _wait(data / "train_0")
+    assert calls == [("list_objects_v2", 2)]      # the pipe is there before the rest is listed
+    expected = [files[key] for key in sorted(files)]
+    assert _records(data, 0) == expected
+    assert calls == [("list_objects_v2", 2), ("list_objects_v2", 1000)]
+    assert _records(data, 1) == expected          # a later epoch lists nothing again
+    assert len(calls) == 2 and errors == []
+
+
 def test_s3_object_deleted_mid_stream(s3, stream):
     bucket = s3.bucket("pipe")
     body = random.Random(3).randbytes(3 * 1024 * 1024)

@@ -70,13 +70,13 @@ def test_check_objects_lists_the_prefix_once(s3):
 
     fs, _ = filesystem(f"{bucket}/train/")
     calls = []
-    original = fs.find
-    fs.find = lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs)  # counts, still lists
+    original = fs.call_s3
+    fs.call_s3 = lambda method, **kwargs: calls.append(method) or original(method, **kwargs)  # counts, still lists
     try:
         assert check_objects(f"{bucket}/train/", ["d", "b/c", "a"]) == {"d": 1, "b/c": 3, "a": 1}
     finally:
-        del fs.find
-    assert len(calls) == 1
+        del fs.call_s3
+    assert calls == ["list_objects_v2"]
 
 
 AUGMENTED = [

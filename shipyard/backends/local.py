@@ -126,8 +126,8 @@ class LocalBackend:
         """Instances share this machine: sized types must fit side by side (backends/resources.py)."""
         from shipyard.spec.catalog import get_instance_type
 
-        return plan_instances(get_instance_type(spec.instance_type), spec.instance_count, machine or detect(),
-                              spec.oversubscribe)
+        return plan_instances([(get_instance_type(g["instance_type"]), len(g["hosts"])) for g in spec.groups],
+                              machine or detect(), spec.oversubscribe)
 
     def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[InstancePlan]:
         """Pure: what would run for every instance, given the resources each gets. Every attempt gets
@@ -138,10 +138,13 @@ class LocalBackend:
 
         problem = sandbox.bwrap_problem()
         machine = sandbox.machine() if problem is None else None
-        hosts = spec.hosts
+        hosts, groups = spec.hosts, spec.groups
         addresses = {host: sandbox.host_address(i) for i, host in enumerate(hosts, start=1)}
+        # instance_resources' order: the groups', each host numbered in it.
+        shares = dict(zip([host for group in groups for host in group["hosts"]], resources, strict=True))
         plans = []
-        for host, res in zip(hosts, resources, strict=True):
+        for host in hosts:
+            res, group = shares[host], spec.group_of(host)
             suffix = "" if attempt == 1 else f"-{attempt}"
             instance_dir = self.job_dir / "instances" / f"{host}{suffix}"
             config = AgentConfig(
@@ -153,14 +156,16 @@ class LocalBackend:
                 log_path=str(self.job_dir / "logs" / f"{host}.log"),
                 events_path=str(self.job_dir / "events" / f"{host}{suffix}.jsonl"),
                 hyperparameters=spec.hyperparameters,
-                channels=tuple(ChannelSource.of(c) for c in spec.channels),
+                channels=tuple(ChannelSource.of(c) for c in spec.channels
+                               if not c.instance_groups or group["instance_group_name"] in c.instance_groups),
                 num_cpus=res.vcpus,
                 gpu_ids=tuple(res.gpus),
                 master_port=master_port,
                 host_addresses=addresses,
                 sandboxed=problem is None,
                 environment=spec.environment,
-                instance_type=spec.instance_type,
+                instance_type=group["instance_type"],
+                instance_groups=tuple(groups) if spec.instance_groups else (),
                 checkpoint_uri=spec.checkpoint_s3_uri,
                 checkpoint_local_path=spec.checkpoint_local_path,
                 heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,61 +103,70 @@ def side_by_side(machine: MachineResources) -> int:
     return settings.local_max_instances() or max(
         2, min(INSTANCES_PER_VCPU * machine.vcpus, int(machine.memory_gib / GIB_PER_INSTANCE)))
 
-def _split_gpus(gpus: tuple[str, ...], count: int, per_instance: int) -> list[tuple[str, ...]]:
-    return [gpus[i * per_instance:(i + 1) * per_instance] for i in range(count)]
-
-
 def plan_instances(
-    instance_type: InstanceType, count: int, machine: MachineResources, oversubscribe: bool = False
+    groups: Sequence[tuple[InstanceType, int]], machine: MachineResources, oversubscribe: bool = False
 ) -> list[InstanceResources]:
-    """Per-instance CPU, memory and GPU shares for `count` instances of `instance_type` on `machine`.
+    """Per-instance CPU, memory and GPU shares for `count` instances of each (instance_type, count) group on
+    `machine`, in order (a heterogeneous job's groups, or one group).
 
     Sized types must fit side by side; `oversubscribe` lets CPU and memory be shared beyond that, never
-    GPUs, which are always handed out disjointly."""
-    if count < 1:
-        raise ValidationError("instance_count", count, "must be at least 1")
-    it, have_gpus = instance_type, len(machine.gpus)
-    label = f"{count} x {it.name}"
+    GPUs, which are always handed out disjointly, across groups too."""
+    for _, count in groups:
+        if count < 1:
+            raise ValidationError("instance_count", count, "must be at least 1")
+    label = " + ".join(f"{count} x {it.name}" for it, count in groups)
+    total, have_gpus = sum(count for _, count in groups), len(machine.gpus)
     limit = side_by_side(machine)
-    if count > limit:
+    if total > limit:
         raise CapacityError(
             f"{label}: this machine runs at most {limit} instances side by side ({machine.vcpus} vCPUs, "
             f"{machine.memory_gib:.1f} GiB: {INSTANCES_PER_VCPU} per vCPU, {GIB_PER_INSTANCE:g} GiB each); "
             "use fewer instances, the ray backend, or raise SHIPYARD_LOCAL_MAX_INSTANCES"
         )
 
-    if it.gpus is None:  # all of the machine's GPUs, evenly
+    # GPUs per instance of each group: a type that takes "all GPUs" shares what the sized ones leave.
+    sized = sum(count * it.gpus for it, count in groups if it.gpus is not None)
+    whole = [(it, count) for it, count in groups if it.gpus is None]
+    left = have_gpus - sized
+    per_gpu = {it.name: it.gpus for it, _ in groups if it.gpus is not None}
+    if sized > have_gpus:
+        raise CapacityError(
+            f"{label} needs {sized} GPUs and this machine has {have_gpus} "
+            "(GPUs cannot be oversubscribed); use fewer instances or a smaller type"
+        )
+    if whole:
+        wanting = sum(count for _, count in whole)
+        names = " + ".join(f"{count} x {it.name}" for it, count in whole)
         if have_gpus == 0:
-            raise CapacityError(f"{label}: {it.name} needs GPUs and this machine has none; use 'local'")
-        if count > have_gpus:
+            raise CapacityError(f"{names}: {whole[0][0].name} needs GPUs and this machine has none; use 'local'")
+        if wanting > left:
             raise CapacityError(
-                f"{label}: every instance needs a GPU and this machine has {have_gpus}; "
-                f"use at most {have_gpus} instances (GPUs cannot be oversubscribed)"
+                f"{label}: every {whole[0][0].name} instance needs a GPU and this machine has {left}"
+                f"{' left for them' if sized else ''}; use at most {left} instances (GPUs cannot be oversubscribed)"
             )
-        per_gpu = have_gpus // count
-    else:
-        per_gpu = it.gpus
-        if count * per_gpu > have_gpus:
-            raise CapacityError(
-                f"{label} needs {count * per_gpu} GPUs and this machine has {have_gpus} "
-                "(GPUs cannot be oversubscribed); use fewer instances or a smaller type"
-            )
+        for it, _ in whole:
+            per_gpu[it.name] = left // wanting
 
     short = []
-    if it.vcpus is not None and count * it.vcpus > machine.vcpus:
-        short.append(f"{count * it.vcpus} vCPUs (this machine has {machine.vcpus})")
-    if it.memory_gib is not None and count * it.memory_gib > machine.memory_gib * MEMORY_SLACK:
-        short.append(f"{count * it.memory_gib:g} GiB memory (this machine has {machine.memory_gib:.1f})")
+    vcpus_needed = sum(count * it.vcpus for it, count in groups if it.vcpus is not None)
+    memory_needed = sum(count * it.memory_gib for it, count in groups if it.memory_gib is not None)
+    if vcpus_needed > machine.vcpus:
+        short.append(f"{vcpus_needed} vCPUs (this machine has {machine.vcpus})")
+    if memory_needed > machine.memory_gib * MEMORY_SLACK:
+        short.append(f"{memory_needed:g} GiB memory (this machine has {machine.memory_gib:.1f})")
     if short and not oversubscribe:
         raise CapacityError(
             f"{label} needs {' and '.join(short)}; use fewer or smaller instances, or let instances "
             "share CPUs and memory with oversubscribe=True (--oversubscribe)"
         )
 
-    # An instance cannot use more than the machine has, whatever its type says (SM_NUM_CPUS reports this).
-    vcpus = machine.vcpus if it.vcpus is None else min(it.vcpus, machine.vcpus)
-    memory = None if it.memory_gib is None else min(it.memory_gib, machine.memory_gib)
-    return [
-        InstanceResources(vcpus=vcpus, memory_gib=memory, gpus=gpus)
-        for gpus in _split_gpus(machine.gpus, count, per_gpu)
-    ]
+    planned, next_gpu = [], 0
+    for it, count in groups:
+        # An instance cannot use more than the machine has, whatever its type says (SM_NUM_CPUS reports this).
+        vcpus = machine.vcpus if it.vcpus is None else min(it.vcpus, machine.vcpus)
+        memory = None if it.memory_gib is None else min(it.memory_gib, machine.memory_gib)
+        for _ in range(count):
+            gpus = machine.gpus[next_gpu:next_gpu + per_gpu[it.name]]
+            next_gpu += per_gpu[it.name]
+            planned.append(InstanceResources(vcpus=vcpus, memory_gib=memory, gpus=gpus))
+    return planned

@@ -319,6 +319,17 @@ class RunOptions:
     backend: str | None = None
     follow_symlinks: bool | None = None
     keep_alive_period_in_seconds: int | None = None
+    instance_groups: tuple[str, ...] = ()
+    distribution_group: str | None = None
+
+
+def parse_instance_group(text: str) -> dict[str, Any]:
+    """`name=TYPE:COUNT` (--instance-group) as an InstanceGroup's fields."""
+    name, value = parse_pair("--instance-group", text)
+    instance_type, sep, count = value.rpartition(":")
+    if not sep or not instance_type or not count.strip().isdigit():
+        raise ValidationError("--instance-group", text, "use NAME=INSTANCE_TYPE:COUNT, e.g. train=local:2")
+    return {"instance_group_name": name, "instance_type": instance_type, "instance_count": int(count)}
 
 
 def build_request(target: str, options: RunOptions) -> JobRequest:
@@ -359,6 +370,15 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         args["distribution"] = {options.distribution: {"enabled": True}}
     if options.processes_per_host is not None:
         args["distribution"] = _with_processes(args.get("distribution"), options.processes_per_host)
+    if options.instance_groups:
+        args["instance_groups"] = [parse_instance_group(text) for text in options.instance_groups]
+    if options.distribution_group:
+        if not args.get("distribution"):
+            raise ValidationError("--distribution-group", options.distribution_group,
+                                  "needs a distribution strategy, e.g. --distribution torch_distributed")
+        distribution = args["distribution"]
+        distribution = {distribution: {"enabled": True}} if isinstance(distribution, str) else dict(distribution)
+        args["distribution"] = {**distribution, "instance_groups": [options.distribution_group]}
     if isinstance(args.get("entry_point"), str) and args.get("source_dir"):
         args["entry_point"] = _in_source_dir(args["entry_point"], args["source_dir"])
     framework = options.framework or request.framework or DEFAULT_FRAMEWORK

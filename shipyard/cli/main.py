@@ -97,6 +97,9 @@ Examples:
 @click.option("--source-dir", help="Directory packed as the job's code; ENTRY_POINT is inside it.")
 @click.option("--instance-count", type=int, help="Number of instances (default 1).")
 @click.option("--instance-type", help="Instance type from the catalog (default local).")
+@click.option("--instance-group", "instance_groups", multiple=True, metavar="NAME=TYPE:COUNT",
+              help="An instance group of a heterogeneous job, instead of --instance-type/--instance-count.")
+@click.option("--distribution-group", metavar="NAME", help="The instance group that runs --distribution.")
 @click.option("--distribution", metavar="STRATEGY", help="torch_distributed, pytorchddp, ...")
 @click.option("--processes-per-host", type=int, help="Processes per instance for the distribution.")
 @click.option("--hp", "--hyperparameter", "hyperparameters", multiple=True, metavar="KEY=VALUE",

@@ -19,21 +19,28 @@ HOMOGENEOUS_GROUP = "homogeneousCluster"
 
 
 def resource_config(
-    current_host: str, hosts: Sequence[str], instance_type: str, network_interface_name: str = "eth0"
+    current_host: str, hosts: Sequence[str], instance_type: str, network_interface_name: str = "eth0",
+    groups: Sequence[Mapping[str, Any]] = (),
 ) -> dict:
+    """`groups`: a heterogeneous job's instance groups ({instance_group_name, instance_type, hosts}); without
+    them the job is one group of `instance_type`, homogeneousCluster."""
     # Plain lexicographic sort, as SageMaker does: algo-10 comes before algo-2. The group's host list
     # is sorted too (the real platform may not sort it), so the leader is always hosts[0].
     ordered = sorted(hosts)
     if current_host not in ordered:
         raise ValidationError("current_host", current_host, f"must be one of {ordered}")
+    groups = [{"instance_group_name": g["instance_group_name"], "instance_type": g["instance_type"],
+               "hosts": sorted(g["hosts"])} for g in groups] or [
+        {"instance_group_name": HOMOGENEOUS_GROUP, "instance_type": instance_type, "hosts": list(ordered)}]
+    current = next((g for g in groups if current_host in g["hosts"]), None)
+    if current is None:
+        raise ValidationError("current_host", current_host, "is in none of the instance groups")
     return {
         "current_host": current_host,
-        "current_instance_type": instance_type,
-        "current_group_name": HOMOGENEOUS_GROUP,
+        "current_instance_type": current["instance_type"],
+        "current_group_name": current["instance_group_name"],
         "hosts": ordered,
-        "instance_groups": [
-            {"instance_group_name": HOMOGENEOUS_GROUP, "instance_type": instance_type, "hosts": list(ordered)}
-        ],
+        "instance_groups": groups,
         "network_interface_name": network_interface_name,
     }
 

@@ -38,11 +38,14 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     spec = record.spec
     end = record.training_end_time
     attempts = store.attempts(spec.job_name)
-    try:
-        instance_type = get_instance_type(spec.instance_type)
-    except ValidationError:  # a type since removed from the user's catalog: no price
-        instance_type = None
-    costs = billing(spec, record.training_start_time, end, attempts, instance_type)
+    def priced(name: str):
+        try:
+            return get_instance_type(name)
+        except ValidationError:  # a type since removed from the user's catalog: no price
+            return None
+
+    instance_type = priced(spec.instance_type)
+    costs = billing(spec, record.training_start_time, end, attempts, priced)
     description = {
         "TrainingJobName": spec.job_name,
         "TrainingJobArn": ARN_PREFIX + spec.job_name,
@@ -58,8 +61,7 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         },
         "InputDataConfig": [_channel(c) for c in spec.channels],
         "OutputDataConfig": {"S3OutputPath": spec.output_path},
-        "ResourceConfig": {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count,
-                           "VolumeSizeInGB": 30},
+        "ResourceConfig": resource_config(spec),
         "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run,
                               **({"MaxWaitTimeInSeconds": spec.max_wait} if spec.max_wait else {})},
         "CreationTime": _time(record.creation_time),
@@ -138,6 +140,15 @@ def _expected_model(spec) -> str:
     return join(spec.output_path, spec.job_name, "output", "model.tar.gz")
 
 
+def resource_config(spec) -> dict:
+    """ResourceConfig: a heterogeneous job's InstanceGroups instead of InstanceType and InstanceCount."""
+    if not spec.instance_groups:
+        return {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count, "VolumeSizeInGB": 30}
+    return {"InstanceGroups": [{"InstanceGroupName": g.instance_group_name, "InstanceType": g.instance_type,
+                                "InstanceCount": g.instance_count} for g in spec.instance_groups],
+            "VolumeSizeInGB": 30}
+
+
 def _channel(c) -> dict:
     """A channel as DescribeTrainingJob's InputDataConfig shows it."""
     if c.file_system_type:
@@ -146,7 +157,8 @@ def _channel(c) -> dict:
     else:
         source = {"S3DataSource": {
             "S3DataType": c.s3_data_type, "S3Uri": c.uri, "S3DataDistributionType": c.distribution,
-            **({"AttributeNames": list(c.attribute_names)} if c.attribute_names else {})}}
+            **({"AttributeNames": list(c.attribute_names)} if c.attribute_names else {}),
+            **({"InstanceGroupNames": list(c.instance_groups)} if c.instance_groups else {})}}
     return {
         "ChannelName": c.name,
         "DataSource": source,

@@ -195,7 +195,7 @@ class Agent:
         else:
             uri, listed = channel.uri, transfer.listing(channel.uri)
             keys = list(listed[3])
-        return uri, epoch_items(keys, 0, channel.shuffle_seed, self.config.host_index, len(self.config.hosts),
+        return uri, epoch_items(keys, 0, channel.shuffle_seed, *self.config.share(channel),
                                 sharded=channel.distribution == "ShardedByS3Key"), listed
 
     def open_channels(self) -> None:
@@ -219,7 +219,7 @@ class Agent:
     def _start_streams(self) -> None:
         from shipyard.runtime import pipe
 
-        self.streams = [pipe.start(c, self.layout.input_data_dir, self.config.host_index, len(self.config.hosts),
+        self.streams = [pipe.start(c, self.layout.input_data_dir, *self.config.share(c),
                                    self._channel_failed) for c in self.config.channels if c.input_mode == "Pipe"]
 
     def _restart_streams(self) -> None:

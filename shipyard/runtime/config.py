@@ -31,6 +31,7 @@ class ChannelSource:
     attribute_names: tuple[str, ...] = ()  # AugmentedManifestFile: what each line streams, in order
     shuffle_seed: int | None = None  # ShuffleConfig.Seed
     file_system_type: str | None = None  # EFS / FSxLustre: uri is a directory shown read-only at the channel
+    instance_groups: tuple[str, ...] = ()  # the groups that get it (empty: every instance)
 
     @classmethod
     def of(cls, channel) -> ChannelSource:
@@ -55,6 +56,9 @@ class AgentConfig:
     gpu_ids: tuple[str, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
     instance_type: str = "local"
+    # A heterogeneous job's groups, as resourceconfig.json lists them ({instance_group_name, instance_type,
+    # hosts}); empty: one group of instance_type.
+    instance_groups: tuple[dict, ...] = ()
     checkpoint_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
     heartbeat_dir: str | None = None
@@ -64,6 +68,15 @@ class AgentConfig:
     @property
     def host_index(self) -> int:
         return self.hosts.index(self.host)
+
+    def share(self, channel: ChannelSource) -> tuple[int, int]:
+        """(this host's place, how many) among the hosts that get `channel`: what ShardedByS3Key deals the
+        channel's objects over (in a heterogeneous job, only its groups' hosts)."""
+        if not channel.instance_groups:
+            return self.host_index, len(self.hosts)
+        hosts = sorted(host for group in self.instance_groups for host in group["hosts"]
+                       if group["instance_group_name"] in channel.instance_groups)
+        return hosts.index(self.host), len(hosts)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -88,7 +101,8 @@ class AgentConfig:
         return TrainingEnvironment(
             layout=Layout(Path(self.base)),
             hyperparameters=self.hyperparameters,
-            resource_config=resource_config(self.host, self.hosts, self.instance_type, NETWORK_INTERFACE),
+            resource_config=resource_config(self.host, self.hosts, self.instance_type, NETWORK_INTERFACE,
+                                            self.instance_groups),
             input_data_config=input_data_config(self.channels),
             job_name=self.job_name,
             num_gpus=len(self.gpu_ids),
@@ -115,4 +129,5 @@ class AgentConfig:
         data["hosts"] = tuple(data["hosts"])
         data["gpu_ids"] = tuple(data["gpu_ids"])
         data["channels"] = tuple(ChannelSource(**c) for c in data["channels"])
+        data["instance_groups"] = tuple(data.get("instance_groups", ()))
         return cls(**data)

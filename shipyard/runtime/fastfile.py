@@ -168,8 +168,8 @@ def mount_channels(config, log_fd: int) -> list[Mount]:
             keys = None
             if channel.distribution == "ShardedByS3Key":
                 # The keys File mode would copy (and Pipe mode's first epoch deal) to this host.
-                keys = epoch_items(list_keys(channel), 0, channel.shuffle_seed, config.host_index,
-                                   len(config.hosts), sharded=True)
+                keys = epoch_items(list_keys(channel), 0, channel.shuffle_seed, *config.share(channel),
+                                   sharded=True)
             cache = Path(config.instance_dir) / "fastfile" / channel.name
             cache.mkdir(parents=True, exist_ok=True)
             mounts.append(Mount(plan(channel, layout.channel_dir(channel.name), cache, keys), log_fd))

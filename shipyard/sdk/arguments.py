@@ -67,7 +67,6 @@ MEANINGLESS_HERE = frozenset({
 })
 
 NOT_YET = {
-    "instance_groups": "heterogeneous clusters",
     "model_uri": "model channels",
     "model_channel_name": "model channels",
     "disable_output_compression": "uncompressed model output",

@@ -12,10 +12,6 @@ from shipyard.sdk.inputs import FileSystemInput, ShuffleConfig, TrainingInput
 from shipyard.spec.build import build as build_model
 from shipyard.spec.job import ChannelSpec
 
-# TrainingInput options that need a capability not built yet.
-NOT_YET = {"instance_groups": "heterogeneous clusters"}
-
-
 def absolute(uri: Any, field: str) -> str:
     """A plain relative path means the caller's directory, wherever the job's processes run."""
     from shipyard.storage.uri import check_form, looks_like_uri
@@ -75,16 +71,16 @@ def _channel(field: str, name: str, value: Any, job_mode: str) -> ChannelSpec:
     item = value if isinstance(value, TrainingInput) else TrainingInput(s3_data=value)
     if not isinstance(item.s3_data, str):
         raise ValidationError(field, item.s3_data, "give the channel's URI as a string")
-    for option, capability in NOT_YET.items():
-        if getattr(item, option):
-            raise ValidationError(f"{field}.{option}", getattr(item, option),
-                                  f"{capability} are not supported yet; remove it")
+    groups = item.instance_groups or ()
+    if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
+        raise ValidationError(f"{field}.instance_groups", groups, "give a list of instance group names, "
+                              "e.g. instance_groups=['data']")
     channel = build_model(
         ChannelSpec, field, name=name, uri=absolute(item.s3_data, field),
         distribution=item.distribution or "FullyReplicated", input_mode=item.input_mode or job_mode,
         content_type=item.content_type, record_wrapping=item.record_wrapping, s3_data_type=item.s3_data_type,
         compression=item.compression, attribute_names=tuple(item.attribute_names or ()),
-        shuffle_seed=_seed(f"{field}.shuffle_config", item.shuffle_config))
+        shuffle_seed=_seed(f"{field}.shuffle_config", item.shuffle_config), instance_groups=tuple(groups))
     _check_source(field, channel)
     return channel
 

@@ -14,7 +14,7 @@ from shipyard.sdk.channels import absolute as _absolute, channels, job_input_mod
 from shipyard.sdk.job import TrainingJob
 from shipyard.spec import distribution as dist
 from shipyard.spec.build import build as build_model
-from shipyard.spec.job import JobSpec, MetricDefinition, check_input_mode
+from shipyard.spec.job import InstanceGroupSpec, JobSpec, MetricDefinition, check_input_mode
 from shipyard.spec.names import base_of, generate_job_name, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
 from shipyard.spec.tuning import OBJECTIVE_HYPERPARAMETER
@@ -31,7 +31,13 @@ class EstimatorBase:
     default_base_job_name = DEFAULT_BASE_JOB_NAME
 
     def __init__(self, entry_point: str | None = None, **kwargs: Any) -> None:
-        self._assign(sort_arguments({"entry_point": entry_point, **kwargs}))
+        args = sort_arguments({"entry_point": entry_point, **kwargs})
+        if args.get("instance_groups"):
+            for name in ("instance_type", "instance_count"):
+                if args.get(name) is not None:
+                    raise ValidationError(name, args[name], "cannot be combined with instance_groups (as on "
+                                          "SageMaker): give each InstanceGroup its instance_type and instance_count")
+        self._assign(args)
         self._check_arguments()
 
     def _assign(self, args: dict[str, Any]) -> None:
@@ -51,6 +57,12 @@ class EstimatorBase:
         self.rules, self.debugger_hook_config = hook_and_rules(args.get("rules"), args.get("debugger_hook_config"))
         self.profiler_config = _profiler_config(args.get("profiler_config"), bool(self.disable_profiler))
         self._enabled_distribution = dist.normalize(self.distribution)
+        self.instance_groups = _instance_groups(self.instance_groups)
+        if self.instance_groups:   # what the job's instance_count and instance_type follow as (spec/job.py)
+            self.instance_count = sum(g.instance_count for g in self.instance_groups)
+            self.instance_type = self.instance_groups[0].instance_type
+        self._distribution_groups = _distribution_groups(self.distribution, self._enabled_distribution,
+                                                         self.instance_groups)
         self.latest_training_job: TrainingJob | None = None
         self.jobs: list[TrainingJob] = []
         self._current_job_name: str | None = None
@@ -74,6 +86,8 @@ class EstimatorBase:
                           "progress runs until max_run", stacklevel=3)
         from shipyard.spec.catalog import get_instance_type
 
+        for group in self.instance_groups:
+            get_instance_type(group.instance_type)
         get_instance_type(self.instance_type)
         self._check_launchers()
         self._check_framework_version()
@@ -202,12 +216,14 @@ class EstimatorBase:
                 "sagemaker_container_log_level": self.container_log_level,
                 "sagemaker_job_name": name,
                 "sagemaker_region": "local",
-                **dist.to_hyperparameters(self._enabled_distribution, self.instance_type),
+                **dist.to_hyperparameters(self._enabled_distribution, self._distribution_type(),
+                                          self._distribution_groups),
             }),
         }
         job_channels = channels(inputs, check_input_mode(self.input_mode))  # the estimator's mode named first
+        sized = ("instance_type", "instance_count") if self.instance_groups else ()   # the groups size the job
         spec = build_model(JobSpec, "job", **{
-            **{name: getattr(self, name) for name in SPEC_ARGUMENTS},
+            **{name: getattr(self, name) for name in SPEC_ARGUMENTS if name not in sized},
             "job_name": name, "hyperparameters": hyperparameters, "channels": job_channels,
             "input_mode": job_input_mode(inputs, self.input_mode),
             "framework": self.framework, "output_path": output_path,
@@ -216,6 +232,13 @@ class EstimatorBase:
             "checkpoint_s3_uri": checkpoints,
         })
         return spec
+
+    def _distribution_type(self) -> str:
+        """The instance type the launcher runs on: its group's, in a heterogeneous job."""
+        for group in self.instance_groups:
+            if group.instance_group_name in self._distribution_groups:
+                return group.instance_type
+        return self.instance_type
 
     def plan(self, inputs: Any = None, job_name: str | None = None) -> list:
         """What fit() would run on each instance, without running or writing anything. Planning also
@@ -283,6 +306,42 @@ class EstimatorBase:
             "distribution": dist.from_hyperparameters(framework) or None,
         })
         return estimator
+
+
+def _instance_groups(value: Any) -> tuple[InstanceGroupSpec, ...]:
+    """instance_groups= as the job's: InstanceGroup objects, dicts of their fields (a job file) or the spec's."""
+    if not value:
+        return ()
+    if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
+        raise ValidationError("instance_groups", value, "give a list of InstanceGroup(name, instance_type, "
+                              "instance_count), from shipyard.instance_group")
+    groups = []
+    for i, group in enumerate(value):
+        if isinstance(group, InstanceGroupSpec):
+            groups.append(group)
+            continue
+        names = ("instance_group_name", "instance_type", "instance_count")
+        if not isinstance(group, dict) and not all(hasattr(group, name) for name in names):
+            raise ValidationError(f"instance_groups[{i}]", group, "give InstanceGroup(instance_group_name, "
+                                  "instance_type, instance_count), from shipyard.instance_group")
+        fields = group if isinstance(group, dict) else {name: getattr(group, name) for name in names}
+        groups.append(build_model(InstanceGroupSpec, f"instance_groups[{i}]", **fields))
+    return tuple(groups)
+
+
+def _distribution_groups(distribution: Any, enabled: dict, groups: tuple[InstanceGroupSpec, ...]) -> list[str]:
+    """The group that runs the launcher (SageMaker's fw_utils rules): the one named, else the only group."""
+    named = dist.groups(distribution)
+    if named and not enabled:
+        raise ValidationError("distribution.instance_groups", named, "names a group but no strategy is enabled; "
+                              "enable one (e.g. 'torch_distributed': {'enabled': True}) or remove instance_groups")
+    if not named and enabled and len(groups) == 1:
+        return [groups[0].instance_group_name]
+    if not named and enabled and groups:
+        raise ValidationError("distribution.instance_groups", None, "a heterogeneous job names the group that runs "
+                              f"{', '.join(enabled)}: add 'instance_groups': [group] (one of "
+                              f"{', '.join(g.instance_group_name for g in groups)})")
+    return named
 
 
 def _profiler_config(value: Any, disable_profiler: bool) -> ProfilerConfig | None:

@@ -114,7 +114,8 @@ def _print_event(console: Console, event: dict, last_progress: dict[str, float])
 def _print_outcome(console: Console, store, description: dict) -> None:
     status = description["TrainingJobStatus"]
     seconds = description.get("TrainingTimeInSeconds")
-    count = description["ResourceConfig"]["InstanceCount"]
+    resources = description["ResourceConfig"]
+    count = resources.get("InstanceCount") or sum(g["InstanceCount"] for g in resources["InstanceGroups"])
     if seconds is not None:
         console.print(f"Training seconds: {seconds * count}")
         console.print(f"Billable seconds: {description['BillableTimeInSeconds'] * count}")

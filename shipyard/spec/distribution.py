@@ -46,8 +46,7 @@ def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, 
         if key not in KNOWN:
             raise unknown_name_error("distribution", key, KNOWN)
         if key == "instance_groups":
-            raise ValidationError("distribution.instance_groups", options,
-                                  "heterogeneous clusters are not supported yet; remove it")
+            continue   # which groups run it: groups() reads them
         if not isinstance(options, dict):
             raise ValidationError(f"distribution.{key}", options, "must be a dict of options, e.g. {'enabled': True}")
         for option in options:
@@ -71,6 +70,24 @@ def normalize(distribution: dict[str, Any] | str | None) -> dict[str, dict[str, 
     return enabled
 
 
+def groups(distribution: dict[str, Any] | str | None) -> list[str]:
+    """The names in `distribution["instance_groups"]` (InstanceGroup objects or names), at most one, as
+    SageMaker allows; whether the job has that group is the job's check."""
+    value = distribution.get("instance_groups") if isinstance(distribution, dict) else None
+    if value is None:
+        return []
+    if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
+        value = [value]
+    names = [getattr(g, "instance_group_name", g) for g in value]
+    if not all(isinstance(name, str) and name for name in names):
+        raise ValidationError("distribution.instance_groups", names, "give a list of one InstanceGroup (or its "
+                              "name), e.g. 'instance_groups': [train_group]")
+    if len(names) != 1:
+        raise ValidationError("distribution.instance_groups", names, "the distribution runs on exactly one "
+                              "instance group (as on SageMaker); name one")
+    return names
+
+
 def split_mpi_options(value: Any, field: str = "distribution.mpi.custom_mpi_options") -> list[str]:
     """custom_mpi_options as mpirun argv tokens: shell quoting understood, never run through a shell."""
     if not isinstance(value, str):
@@ -87,9 +104,13 @@ def _check_processes(key: str, options: dict[str, Any]) -> None:
         raise ValidationError(f"distribution.{key}.processes_per_host", count, "must be an integer >= 1")
 
 
-def to_hyperparameters(enabled: dict[str, dict[str, Any]], instance_type: str) -> dict[str, Any]:
-    """The sagemaker_* hyperparameters for the enabled strategies, as the SageMaker SDK emits them."""
+def to_hyperparameters(enabled: dict[str, dict[str, Any]], instance_type: str,
+                       instance_groups: list[str] = ()) -> dict[str, Any]:
+    """The sagemaker_* hyperparameters for the enabled strategies, as the SageMaker SDK emits them
+    (`instance_groups`: the one group that runs the launcher, in a heterogeneous job)."""
     hps: dict[str, Any] = {}
+    if instance_groups:
+        hps["sagemaker_distribution_instance_groups"] = list(instance_groups)
     for key, options in enabled.items():
         if key in _FLAGS:
             hps[_FLAGS[key]] = True
@@ -119,6 +140,8 @@ def from_hyperparameters(framework: dict[str, Any]) -> dict[str, dict[str, Any]]
     if framework.get("sagemaker_distributed_dataparallel_enabled"):
         custom = framework.get("sagemaker_distributed_dataparallel_custom_mpi_options", "")
         distribution["smdistributed"] = {"dataparallel": {"enabled": True, "custom_mpi_options": custom}}
+    if distribution and framework.get("sagemaker_distribution_instance_groups"):
+        distribution["instance_groups"] = list(framework["sagemaker_distribution_instance_groups"])
     return distribution
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from shipyard.contract.config import HOMOGENEOUS_GROUP
 from shipyard.errors import ValidationError, unknown_name_error
 from shipyard.settings import default_backend
 from shipyard.spec.build import UserModel
@@ -57,6 +58,37 @@ def check_input_mode(value: str) -> str:
     return value
 
 
+# SageMaker's limits on ResourceConfig.InstanceGroups and S3DataSource.InstanceGroupNames.
+MAX_INSTANCE_GROUPS = 5
+GROUP_NAME_MAX = 64
+
+
+class InstanceGroupSpec(UserModel):
+    """One instance group of a heterogeneous job: `instance_count` instances of `instance_type`, named."""
+
+    instance_group_name: str
+    instance_type: str
+    instance_count: int = Field(ge=1)
+
+    @field_validator("instance_group_name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not 1 <= len(value) <= GROUP_NAME_MAX or value.strip() != value:
+            raise ValidationError("instance_group_name", value, f"must be 1-{GROUP_NAME_MAX} characters without "
+                                  "leading or trailing spaces, e.g. 'data' or 'train'")
+        return value
+
+
+def check_group_names(field: str, names, groups) -> None:
+    """`names` (a channel's or the distribution's instance_groups) name groups of the job."""
+    known = [g.instance_group_name for g in groups]
+    for name in names:
+        if name not in known:
+            fix = (f"the job's groups are {', '.join(known)}" if known else
+                   "the job has no instance_groups; give instance_groups=[InstanceGroup(...)] or remove it")
+            raise ValidationError(field, name, f"is not an instance group of this job; {fix}")
+
+
 class ChannelSpec(UserModel):
     """A channel: its source (an object prefix, a manifest of objects, or a file system directory) and how
     the script sees it. `input_mode` is the channel's own mode, the job's when it gave none."""
@@ -74,6 +106,8 @@ class ChannelSpec(UserModel):
     # FileSystemInput (EFS / FSx for Lustre): `uri` is a directory shown read-only at the channel.
     file_system_type: Literal["EFS", "FSxLustre"] | None = None
     file_system_id: str | None = None
+    # S3DataSource.InstanceGroupNames: only these groups' instances get the channel (empty: every instance).
+    instance_groups: tuple[str, ...] = Field(default=(), max_length=MAX_INSTANCE_GROUPS)
 
     @field_validator("name")
     @classmethod
@@ -129,8 +163,11 @@ class SpotSimulation(UserModel):
 class JobSpec(UserModel):
     job_name: str
     hyperparameters: dict[str, str] = Field(default_factory=dict)
+    # With instance_groups, the job's total and its first group's type (`groups` has each one).
     instance_count: int = Field(default=1, ge=1)
     instance_type: str = "local"
+    # A heterogeneous cluster (docs/heterogeneous-clusters.md): instead of instance_type/instance_count.
+    instance_groups: tuple[InstanceGroupSpec, ...] = ()
     channels: tuple[ChannelSpec, ...] = ()
     # The job's TrainingInputMode: each channel's mode unless the channel gives its own.
     input_mode: str = "File"
@@ -169,10 +206,41 @@ class JobSpec(UserModel):
     # System and framework profiling (shipyard/spec/profiler.py); None: off.
     profiler_config: ProfilerConfig | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sized_by_groups(cls, data):
+        """With instance_groups the job's instance_count and instance_type follow from them; given as well
+        (other than what they follow as: a stored spec read again), they are an error, as on SageMaker."""
+        groups = data.get("instance_groups") if isinstance(data, dict) else None
+        if not groups or not isinstance(groups, (list, tuple)):
+            return data
+        try:
+            parsed = [InstanceGroupSpec.model_validate(g) if isinstance(g, dict) else g for g in groups]
+            total, first = sum(g.instance_count for g in parsed), parsed[0].instance_type
+        except Exception:   # each group's own errors are reported by its field
+            return data
+        for name, derived in (("instance_count", total), ("instance_type", first)):
+            if data.get(name) is not None and data[name] != derived:
+                raise ValidationError(name, data[name], "cannot be combined with instance_groups (as on "
+                                      "SageMaker): give each group's instance_type and instance_count instead")
+        return {**data, "instance_count": total, "instance_type": first}
+
     @field_validator("job_name")
     @classmethod
     def _job_name(cls, value: str) -> str:
         return validate_job_name(value)
+
+    @field_validator("instance_groups")
+    @classmethod
+    def _groups(cls, value: tuple[InstanceGroupSpec, ...]) -> tuple[InstanceGroupSpec, ...]:
+        if len(value) > MAX_INSTANCE_GROUPS:
+            raise ValidationError("instance_groups", [g.instance_group_name for g in value],
+                                  f"{len(value)} groups; at most {MAX_INSTANCE_GROUPS} are allowed (as on SageMaker)")
+        names = [g.instance_group_name for g in value]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValidationError("instance_groups", repeated, "group names must be unique; rename one")
+        return value
 
     @field_validator("input_mode")
     @classmethod
@@ -270,12 +338,45 @@ class JobSpec(UserModel):
                                   "capacity is taken back, a pool would hold it); remove one of them")
         if self.spot_simulation is not None and not self.use_spot_instances:
             raise ValueError("spot_simulation needs use_spot_instances=True")
+        for channel in self.channels:
+            check_group_names(f"channel {channel.name}: instance_groups", channel.instance_groups,
+                              self.instance_groups)
+        check_group_names("distribution.instance_groups", self.distribution_groups, self.instance_groups)
+        if self.instance_groups and self.keep_alive_period_in_seconds:
+            raise ValidationError("keep_alive_period_in_seconds", self.keep_alive_period_in_seconds,
+                                  "warm pools cannot be combined with instance_groups (as on SageMaker); "
+                                  "remove one of them")
         return self
 
     @property
     def hosts(self) -> list[str]:
         """algo-1..algo-N, sorted as SageMaker sorts them (lexicographically)."""
         return sorted(f"algo-{i}" for i in range(1, self.instance_count + 1))
+
+    @property
+    def groups(self) -> list[dict]:
+        """resourceconfig.json's instance_groups: each group's name, type and hosts. Hosts are numbered
+        across the groups in the order they are given (algo-1.. for the first group, then on); a job
+        without groups is one group, homogeneousCluster, as SageMaker writes it."""
+        given = self.instance_groups or (InstanceGroupSpec(instance_group_name=HOMOGENEOUS_GROUP,
+                                                           instance_type=self.instance_type,
+                                                           instance_count=self.instance_count),)
+        groups, first = [], 1
+        for group in given:
+            hosts = [f"algo-{i}" for i in range(first, first + group.instance_count)]
+            groups.append({"instance_group_name": group.instance_group_name,
+                           "instance_type": group.instance_type, "hosts": hosts})
+            first += group.instance_count
+        return groups
+
+    def group_of(self, host: str) -> dict:
+        return next(group for group in self.groups if host in group["hosts"])
+
+    @property
+    def distribution_groups(self) -> list[str]:
+        """The groups the distribution's launcher runs on (sagemaker_distribution_instance_groups)."""
+        value = self.hyperparameters.get("sagemaker_distribution_instance_groups")
+        return list(json.loads(value)) if value else []
 
     @property
     def entry_point(self) -> str:

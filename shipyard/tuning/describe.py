@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+from shipyard.control.describe import resource_config
 from shipyard.spec.tuning import CategoricalRange, ContinuousRange, TrainingDefinition, TuningSpec
 
 ARN_PREFIX = "arn:shipyard:sagemaker:local:000000000000:hyper-parameter-tuning-job/"
@@ -177,9 +178,10 @@ def _definition(spec: TuningSpec, definition: TrainingDefinition) -> dict:
         "TuningObjective": {"Type": spec.objective_type, "MetricName": definition.objective_metric_name},
         "HyperParameterRanges": _ranges(definition),
         "StaticHyperParameters": dict(training.hyperparameters),
-        "AlgorithmSpecification": {"TrainingImage": None, "TrainingInputMode": "File", "MetricDefinitions": [
-            {"Name": m.name, "Regex": m.regex} for m in training.metric_definitions]},
-        "ResourceConfig": {"InstanceType": training.instance_type, "InstanceCount": training.instance_count},
+        "AlgorithmSpecification": {"TrainingImage": None, "TrainingInputMode": training.input_mode,
+                                   "MetricDefinitions": [{"Name": m.name, "Regex": m.regex}
+                                                         for m in training.metric_definitions]},
+        "ResourceConfig": resource_config(training),
         "OutputDataConfig": {"S3OutputPath": training.output_path},
         "EnableManagedSpotTraining": training.use_spot_instances,
     }

@@ -17,39 +17,39 @@ TWO_GPU = InstanceType(name="two.gpu", vcpus=8, memory_gib=32, gpus=2)
 
 
 def test_local_shares_the_whole_machine_with_every_instance():
-    plan = plan_instances(LOCAL, 3, CPU_BOX, oversubscribe=False)
+    plan = plan_instances([(LOCAL, 3)], CPU_BOX, oversubscribe=False)
     assert plan == [InstanceResources(vcpus=16, memory_gib=None, gpus=())] * 3
 
 
 def test_local_gets_no_gpus_even_on_a_gpu_machine():
-    assert all(inst.gpus == () for inst in plan_instances(LOCAL, 2, GPU_BOX, oversubscribe=False))
+    assert all(inst.gpus == () for inst in plan_instances([(LOCAL, 2)], GPU_BOX, oversubscribe=False))
 
 
 def test_local_gpu_splits_gpus_evenly_and_disjointly():
-    plan = plan_instances(LOCAL_GPU, 2, GPU_BOX, oversubscribe=False)
+    plan = plan_instances([(LOCAL_GPU, 2)], GPU_BOX, oversubscribe=False)
     assert [inst.gpus for inst in plan] == [("0", "1"), ("2", "3")]
-    three = plan_instances(LOCAL_GPU, 3, GPU_BOX, oversubscribe=False)
+    three = plan_instances([(LOCAL_GPU, 3)], GPU_BOX, oversubscribe=False)
     assert [inst.gpus for inst in three] == [("0",), ("1",), ("2",)]  # even split; the 4th stays idle
 
 
 def test_local_gpu_on_a_machine_without_gpus_is_a_capacity_error():
     with pytest.raises(CapacityError, match="no(ne)? GPU|has none"):
-        plan_instances(LOCAL_GPU, 1, CPU_BOX, oversubscribe=True)
+        plan_instances([(LOCAL_GPU, 1)], CPU_BOX, oversubscribe=True)
 
 
 def test_local_gpu_with_more_instances_than_gpus_is_a_capacity_error():
     with pytest.raises(CapacityError, match="4"):
-        plan_instances(LOCAL_GPU, 5, GPU_BOX, oversubscribe=True)
+        plan_instances([(LOCAL_GPU, 5)], GPU_BOX, oversubscribe=True)
 
 
 def test_sized_instances_that_fit_get_their_size():
-    plan = plan_instances(M5_2XL, 2, CPU_BOX, oversubscribe=False)
+    plan = plan_instances([(M5_2XL, 2)], CPU_BOX, oversubscribe=False)
     assert plan == [InstanceResources(vcpus=8, memory_gib=32, gpus=())] * 2
 
 
 def test_too_many_vcpus_needs_oversubscribe():
     with pytest.raises(CapacityError) as info:
-        plan_instances(M5_4XL, 2, CPU_BOX, oversubscribe=False)
+        plan_instances([(M5_4XL, 2)], CPU_BOX, oversubscribe=False)
     message = str(info.value)
     assert "32 vCPUs" in message and "16" in message
     assert "128 GiB" in message  # memory is short too, and both are said at once
@@ -57,10 +57,10 @@ def test_too_many_vcpus_needs_oversubscribe():
 
 
 def test_oversubscribe_allows_cpu_and_memory_but_caps_at_the_machine():
-    plan = plan_instances(M5_4XL, 3, CPU_BOX, oversubscribe=True)
+    plan = plan_instances([(M5_4XL, 3)], CPU_BOX, oversubscribe=True)
     assert len(plan) == 3
     small = MachineResources(vcpus=4, memory_gib=16.0, gpus=())
-    assert plan_instances(M5_4XL, 1, small, oversubscribe=True) == [
+    assert plan_instances([(M5_4XL, 1)], small, oversubscribe=True) == [
         InstanceResources(vcpus=4, memory_gib=16.0, gpus=())
     ]
 
@@ -68,19 +68,19 @@ def test_oversubscribe_allows_cpu_and_memory_but_caps_at_the_machine():
 def test_memory_alone_can_be_short():
     roomy_cpus = MachineResources(vcpus=64, memory_gib=40.0, gpus=())
     with pytest.raises(CapacityError, match="64 GiB memory") as info:
-        plan_instances(M5_2XL, 2, roomy_cpus, oversubscribe=False)
+        plan_instances([(M5_2XL, 2)], roomy_cpus, oversubscribe=False)
     assert "vCPUs" not in str(info.value)
 
 
 def test_memtotal_a_little_under_nominal_still_fits():
     machine = MachineResources(vcpus=8, memory_gib=31.3, gpus=())  # a "32 GiB" machine
-    assert len(plan_instances(M5_2XL, 1, machine, oversubscribe=False)) == 1
+    assert len(plan_instances([(M5_2XL, 1)], machine, oversubscribe=False)) == 1
 
 
 def test_gpu_types_get_disjoint_gpus():
-    plan = plan_instances(ONE_GPU, 3, GPU_BOX, oversubscribe=False)
+    plan = plan_instances([(ONE_GPU, 3)], GPU_BOX, oversubscribe=False)
     assert [inst.gpus for inst in plan] == [("0",), ("1",), ("2",)]
-    plan = plan_instances(TWO_GPU, 2, GPU_BOX, oversubscribe=False)
+    plan = plan_instances([(TWO_GPU, 2)], GPU_BOX, oversubscribe=False)
     assert [inst.gpus for inst in plan] == [("0", "1"), ("2", "3")]
     all_gpus = [g for inst in plan for g in inst.gpus]
     assert len(all_gpus) == len(set(all_gpus))
@@ -89,14 +89,14 @@ def test_gpu_types_get_disjoint_gpus():
 @pytest.mark.parametrize("oversubscribe", [False, True])
 def test_gpus_can_never_be_oversubscribed(oversubscribe):
     with pytest.raises(CapacityError, match="6 GPUs.*4.*cannot be oversubscribed"):
-        plan_instances(TWO_GPU, 3, GPU_BOX, oversubscribe=oversubscribe)
+        plan_instances([(TWO_GPU, 3)], GPU_BOX, oversubscribe=oversubscribe)
     with pytest.raises(CapacityError, match="GPU"):
-        plan_instances(ONE_GPU, 1, CPU_BOX, oversubscribe=oversubscribe)
+        plan_instances([(ONE_GPU, 1)], CPU_BOX, oversubscribe=oversubscribe)
 
 
 def test_count_must_be_positive():
     with pytest.raises(ValidationError):
-        plan_instances(LOCAL, 0, CPU_BOX, oversubscribe=False)
+        plan_instances([(LOCAL, 0)], CPU_BOX, oversubscribe=False)
 
 
 def test_plan_for_every_catalog_type_on_a_big_machine():
@@ -104,7 +104,7 @@ def test_plan_for_every_catalog_type_on_a_big_machine():
 
     big = MachineResources(vcpus=256, memory_gib=4096.0, gpus=tuple(str(i) for i in range(8)))
     for it in load_catalog().values():
-        plan = plan_instances(it, 1, big, oversubscribe=False)
+        plan = plan_instances([(it, 1)], big, oversubscribe=False)
         assert len(plan) == 1 and plan[0].vcpus >= 1
 
 
@@ -147,3 +147,18 @@ def test_a_hung_nvidia_smi_means_no_gpus(monkeypatch):
     monkeypatch.setattr(resources.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     monkeypatch.setattr(resources.subprocess, "run", hung)
     assert detect().gpus == ()
+
+
+def test_groups_split_one_machine_cpu_group_and_gpu_group():
+    """A heterogeneous job's groups side by side: the GPU groups get disjoint GPUs, in group order, a
+    whole-machine GPU type sharing what the sized ones leave; CPU and memory are counted over all."""
+    plan = plan_instances([(M5_2XL, 2), (ONE_GPU, 2)], GPU_BOX, oversubscribe=False)
+    assert [(i.vcpus, i.gpus) for i in plan] == [(8, ()), (8, ()), (4, ("0",)), (4, ("1",))]
+    mixed = plan_instances([(ONE_GPU, 1), (LOCAL_GPU, 1), (LOCAL, 1)], GPU_BOX, oversubscribe=False)
+    assert [i.gpus for i in mixed] == [("0",), ("1", "2", "3"), ()]
+    with pytest.raises(CapacityError, match=r"1 x ml.m5.4xlarge \+ 2 x ml.m5.2xlarge needs 32 vCPUs"):
+        plan_instances([(M5_4XL, 1), (M5_2XL, 2)], CPU_BOX, oversubscribe=False)
+    with pytest.raises(CapacityError, match="needs 6 GPUs"):
+        plan_instances([(TWO_GPU, 2), (TWO_GPU, 1)], GPU_BOX, oversubscribe=False)
+    with pytest.raises(CapacityError, match="needs GPUs and this machine has none"):
+        plan_instances([(LOCAL, 1), (LOCAL_GPU, 1)], CPU_BOX, oversubscribe=False)

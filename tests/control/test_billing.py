@@ -23,6 +23,12 @@ ml.test.priced:
   gpus: 0
   on_demand_usd_per_hour: 3.6
   spot_usd_per_hour: 1.08
+ml.test.cheap:
+  vcpus: 1
+  memory_gib: 2
+  gpus: 0
+  on_demand_usd_per_hour: 0.36
+  spot_usd_per_hour: 0.108
 """
 
 
@@ -90,7 +96,7 @@ def test_spot_job_with_an_interruption_and_a_pending_wait(store):
 
 def test_a_running_spot_job_is_billed_up_to_now(catalog):
     attempts = [{"start_time": 1000.0, "end_time": 1250.0}, {"start_time": 1400.0, "end_time": None}]
-    costs = billing(_spec(True, instance_count=1), 1000.0, None, attempts, get_instance_type("ml.test.priced"),
+    costs = billing(_spec(True, instance_count=1), 1000.0, None, attempts, get_instance_type,
                     now=1500.0)
     assert costs["TrainingTimeInSeconds"] == 500      # 1500 - 1000
     assert costs["BillableTimeInSeconds"] == 105      # (250 + 100) s x 0.3
@@ -107,3 +113,24 @@ def test_a_type_gone_from_the_catalog_has_no_price_and_no_discount(store, home):
     assert d["BillableTimeInSeconds"] == 300           # 100 + 200 s, unscaled: no spot/on-demand ratio known
     assert d["ManagedSpotTrainingSavings"] == 25.0     # only the 100 s without capacity: (1 - 300 / 400) x 100
     assert d["Cost"] == {"Currency": "USD", "Amount": 0.0, "OnDemandAmount": 0.0, "InstanceSeconds": 600.0}
+
+
+def test_each_instance_group_is_billed_at_its_own_price(store):
+    spec = JobSpec(job_name="hetero", output_path="file:///out", max_run=3600, instance_groups=[
+        {"instance_group_name": "data", "instance_type": "ml.test.cheap", "instance_count": 3},
+        {"instance_group_name": "train", "instance_type": "ml.test.priced", "instance_count": 1}])
+    store.create_job(spec)
+    store.update_job("hetero", training_start_time=1000.0, training_end_time=1110.0)
+    number = store.start_attempt("hetero", 1000.0)
+    store.update_attempt("hetero", number, end_time=1100.0, outcome="Completed")
+    d = describe_record(store, store.get_job("hetero"))
+    # 100 s running: data 3 x 100 s x 0.0001 $/s = 0.03 $, train 1 x 100 s x 0.001 $/s = 0.1 $
+    assert d["Cost"] == {"Currency": "USD", "Amount": 0.13, "OnDemandAmount": 0.13, "InstanceSeconds": 400.0,
+                         "InstanceGroups": [
+                             {"InstanceGroupName": "data", "InstanceType": "ml.test.cheap", "InstanceCount": 3,
+                              "Amount": 0.03},
+                             {"InstanceGroupName": "train", "InstanceType": "ml.test.priced", "InstanceCount": 1,
+                              "Amount": 0.1}]}
+    assert d["ResourceConfig"] == {"InstanceGroups": [
+        {"InstanceGroupName": "data", "InstanceType": "ml.test.cheap", "InstanceCount": 3},
+        {"InstanceGroupName": "train", "InstanceType": "ml.test.priced", "InstanceCount": 1}], "VolumeSizeInGB": 30}

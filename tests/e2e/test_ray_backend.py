@@ -12,6 +12,7 @@ import importlib.util
 import json
 import shutil
 import signal
+import socket
 import sys
 import tarfile
 import textwrap
@@ -499,3 +500,48 @@ def test_a_warm_pool_on_ray_is_reused_then_ends_with_a_node_lost_while_idle(home
     third.update(0)
     _settles(lambda: _pool_actors(on_ray, third.name), [], 60)
     _settles(lambda: _on_cluster(on_ray, "-")["free CPUs"], float(WORKERS), 60)
+
+
+@pytest.mark.sandbox
+def test_instance_groups_land_on_nodes_of_their_type(home, s3, on_ray, tmp_path):
+    """Issue 18 on Ray: the data group's type (a catalog type, so a custom resource) waits Pending until a node
+    that offers it joins, and lands there; the train group runs torch DDP on the other nodes."""
+    from shipyard.instance_group import InstanceGroup
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "instance_types.yaml").write_text("ml.test.data:\n  vcpus: 1\n  memory_gib: 1\n  gpus: 0\n")
+    s3.bucket("out")
+    source = tmp_path / "hetero"
+    source.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "heterogeneous" / "src" / "train.py",
+                source / "train.py")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data, trainers = InstanceGroup("data", "ml.test.data", 1), InstanceGroup("train", "local", 2)
+    est = PyTorch(entry_point="train.py", source_dir=str(source), instance_groups=[data, trainers], backend="ray",
+                  distribution={"torch_distributed": {"enabled": True}, "instance_groups": [trainers]},
+                  hyperparameters={"port": port, "batches": 8, "consumers": 2}, output_path="s3://out/jobs",
+                  max_run=300, stop_grace_seconds=5)
+    est.fit(wait=False)
+    job = est.latest_training_job
+    pending = _wait_for(lambda: job.describe()["SecondaryStatus"] == "Pending" and job.describe(), 60, "Pending")
+    message = pending["SecondaryStatusTransitions"][-1]["StatusMessage"]
+    assert message.startswith("waiting for capacity: 1 instance(s) of {CPU: 1, instance_type:ml.test.data: 1} + "
+                              "2 instance(s) of {CPU: 1}"), message
+    assert "no node offers instance_type:ml.test.data" in message
+    time.sleep(2)
+    assert job.describe()["SecondaryStatus"] == "Pending"
+    typed = on_ray.add_node(num_cpus=1, resources={"instance_type:ml.test.data": 1}, node_ip_address="127.0.0.1")
+    job.wait(logs=False)
+    description = job.describe()
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    logs = home / "jobs" / job.name / "logs"
+    assert _node_of(logs / "algo-1.log", "algo-1", on_ray).node_id == typed.node_id
+    assert all(_node_of(logs / f"{h}.log", h, on_ray).node_id != typed.node_id for h in ("algo-2", "algo-3"))
+    reports = [json.loads(line.split("HETERO ", 1)[1]) for h in ("algo-1", "algo-2", "algo-3")
+               for line in (logs / f"{h}.log").read_text().splitlines() if "HETERO {" in line]
+    assert sorted((r["host"], r["group"], r["instance_type"], r["torchrun"]) for r in reports) == [
+        ("algo-1", "data", "ml.test.data", False), ("algo-2", "train", "local", True),
+        ("algo-3", "train", "local", True)]
+    assert sorted(r["all_received"] for r in reports if r["group"] == "train") == [16, 16]

@@ -43,7 +43,7 @@ def _planned_gpus(count: int) -> list[tuple[str, ...]]:
     from shipyard.backends.resources import detect, plan_instances
     from shipyard.spec.catalog import get_instance_type
 
-    return [res.gpus for res in plan_instances(get_instance_type("local_gpu"), count, detect())]
+    return [res.gpus for res in plan_instances([(get_instance_type("local_gpu"), count)], detect())]
 
 
 def _learned(losses: list[float]) -> bool:

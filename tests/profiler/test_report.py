@@ -118,15 +118,15 @@ def test_reader_reads_steps_phases_and_dataloader_events_of_every_node_and_rank(
     assert data.first_timestamp == T0 and len({r["Name"] for r in data.system if r["Type"] == "cpu"}) == 4
 
 
-def report(tmp_path, statuses=(), detailed=True) -> str:
+def report(tmp_path, statuses=(), detailed=True, **spec_fields) -> str:
     write_two_node_job(tmp_path)
     if not detailed:
         shutil.rmtree(tmp_path / "framework" / "pytorch")
     data = ProfilerReader(str(tmp_path)).read()
     rule = ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={
         "StepOutlier_n_outliers": 0, "LowGPUUtilization_patience": 10, "LoadBalancing_patience": 10})
-    spec = JobSpec(job_name="two-nodes", instance_count=2, output_path="/tmp/out", profiler_config=ProfilerConfig(),
-                   rules=(rule,))
+    spec = JobSpec(job_name="two-nodes", output_path="/tmp/out", profiler_config=ProfilerConfig(), rules=(rule,),
+                   **(spec_fields or {"instance_count": 2}))
     record = SimpleNamespace(status="Completed", terminal=True, creation_time=T0 - 30, training_start_time=T0 - 30,
                              training_end_time=T0 + 2 + STEPS * STEP_SECONDS + 20)
     return render(spec, record, data, list(statuses))
@@ -176,3 +176,12 @@ def test_report_is_one_offline_file(tmp_path):
     for fetching in ("http:", "https:", "//", "<script", "<link", "<img", "<iframe", "src=", "href=", "url(",
                      "@import"):
         assert fetching not in html, fetching
+
+
+def test_report_shows_each_hosts_instance_group(tmp_path):
+    html = report(tmp_path, instance_groups=[
+        {"instance_group_name": "data", "instance_type": "local", "instance_count": 1},
+        {"instance_group_name": "train", "instance_type": "local_gpu", "instance_count": 1}])
+    assert "<tr><td>instance groups</td><td>data: algo-1 (local); train: algo-2 (local_gpu)</td></tr>" in html
+    assert "<h3>algo-1, group data (local)</h3>" in html and "<h3>algo-2, group train (local_gpu)</h3>" in html
+    assert "instance groups" not in report(tmp_path / "plain")

@@ -107,6 +107,6 @@ def test_mwms_plan_per_instance(tmp_path, monkeypatch):
     ({**MWMS_FLAG, "sagemaker_mpi_enabled": True}, "mpi"),              # MWMS only adds TF_CONFIG
 ])
 def test_tensorflow_runner_precedence(tmp_path, flags, expected):
-    resources = plan_instances(get_instance_type("local"), 2, MACHINE, False)
+    resources = plan_instances([(get_instance_type("local"), 2)], MACHINE, False)
     configs = [plan.config for plan in get_backend("local", job_dir=tmp_path).plan(_spec(flags, 2), resources, PORT)]
     assert [launchers.select(config.training_environment()).name for config in configs] == [expected] * 2

@@ -25,6 +25,7 @@ VALUES = {
     "spot_simulation": {"interruptions_at": (5.0,), "seed": 1}, "spot_without_checkpoints": True,
     "hang_timeout_seconds": 7.0, "rules": [], "debugger_hook_config": None, "keep_alive_period_in_seconds": 0,
     "profiler_config": ProfilerConfig(system_monitor_interval_millis=1000), "input_mode": "FastFile",
+    "instance_groups": [],   # instead of instance_type and instance_count: test_instance_groups_come_back
 }
 
 
@@ -48,6 +49,26 @@ def test_every_spec_field_reaches_the_job_and_comes_back_from_attach(tmp_path, m
     for name in SPEC_ARGUMENTS:
         assert _as_spec(name, getattr(attached, name)) == getattr(spec, name), name
     assert attached.hyperparameters() == {} and attached.base_job_name == "round-trip"
+
+
+def test_instance_groups_come_back_from_attach(tmp_path, monkeypatch):
+    from shipyard.instance_group import InstanceGroup
+
+    monkeypatch.setenv("SHIPYARD_HOME", str(tmp_path / "home"))
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("print('hi')\n")
+    groups = [InstanceGroup("data", "local", 1), InstanceGroup("train", "local", 2)]
+    estimator = Estimator(entry_point="train.py", source_dir=str(source), instance_groups=groups,
+                          distribution={"torch_distributed": {"enabled": True}, "instance_groups": [groups[1]]})
+    store = Store()
+    spec = estimator._spec(None, "hetero", store)
+    assert [(g.instance_group_name, g.instance_count) for g in spec.instance_groups] == [("data", 1), ("train", 2)]
+    assert (spec.instance_count, spec.distribution_groups) == (3, ["train"])
+    store.create_job(spec)
+    attached = Estimator.attach("hetero", wait=False)
+    assert attached.instance_groups == spec.instance_groups and attached.instance_count == 3
+    assert attached.distribution == {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}
 
 
 def test_defaults_are_the_spec_s(tmp_path, monkeypatch):

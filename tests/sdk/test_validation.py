@@ -27,8 +27,8 @@ def test_meaningless_argument_warns_once(script):
 
 
 def test_unbuilt_capability_is_refused_not_ignored(script):
-    with pytest.raises(ValidationError, match="instance_groups.*not supported"):
-        PyTorch(entry_point="train.py", source_dir=str(script), instance_groups=["x"])
+    with pytest.raises(ValidationError, match="model_uri.*not supported"):
+        PyTorch(entry_point="train.py", source_dir=str(script), model_uri="s3://bucket/model.tar.gz")
 
 
 @pytest.mark.parametrize(

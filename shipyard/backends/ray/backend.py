@@ -115,16 +115,14 @@ class RayBackend:
         from shipyard.backends.resources import InstanceResources
         from shipyard.spec.catalog import get_instance_type
 
-        cpus = ray_placement.bundle(get_instance_type(spec.instance_type))["CPU"]
-        return [InstanceResources(vcpus=int(cpus), memory_gib=None, gpus=()) for _ in range(spec.instance_count)]
+        return [InstanceResources(vcpus=int(ray_placement.bundle(get_instance_type(group["instance_type"]))["CPU"]),
+                                  memory_gib=None, gpus=()) for group in spec.groups for _ in group["hosts"]]
 
     def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[RayInstancePlan]:
         """Pure: the node's plan and the controller's copy of it for every instance, and its bundle."""
         from shipyard.spec.catalog import get_instance_type
 
         _check_reachable_from_nodes(spec)
-        instance_type = get_instance_type(spec.instance_type)
-        bundle = ray_placement.bundle(instance_type)
         strategy = ray_placement.strategy(settings.ray_pack())
         placeholders = {host: placeholder_address(host) for host in spec.hosts}
         node_dir = node_job_dir(self.job_dir, spec.job_name)
@@ -135,8 +133,10 @@ class RayBackend:
         for node, mirror in zip(nodes, mirrors, strict=True):
             node = dataclasses.replace(node, config=dataclasses.replace(node.config, host_addresses=placeholders))
             config = dataclasses.replace(mirror.config, host_addresses=placeholders)
-            plans.append(RayInstancePlan(node.host, node, config, mirror.instance_dir, bundle, strategy,
-                                         settings.ray_address(), instance_type.vcpus is None))
+            instance_type = get_instance_type(config.instance_type)   # its group's
+            plans.append(RayInstancePlan(node.host, node, config, mirror.instance_dir,
+                                         ray_placement.bundle(instance_type), strategy, settings.ray_address(),
+                                         instance_type.vcpus is None))
         return plans
 
     def prepare(self, plan: RayInstancePlan) -> None:

@@ -51,12 +51,16 @@ def _show(resources: dict[str, float]) -> str:
 def waiting_message(bundles: list[dict[str, float]], placement: str, nodes: list[dict]) -> str:
     """Why a placement group is not placed yet, and what would place it. `nodes` is `ray.nodes()`."""
     alive = [n for n in nodes if n.get("Alive")]
-    need = bundles[0]
-    able = sum(_fits(need, n.get("Resources", {})) for n in alive)
-    what = f"{len(bundles)} instance(s) of {_show(need)}"
+    kinds: list[dict[str, float]] = []   # a heterogeneous job's groups each have their own bundle
+    for need in bundles:
+        if need not in kinds:
+            kinds.append(need)
+    able = sum(any(_fits(need, n.get("Resources", {})) for need in kinds) for n in alive)
+    what = " + ".join(f"{bundles.count(need)} instance(s) of {_show(need)}" for need in kinds)
     if placement == SPREAD:
         what += ", each on its own node"
-    missing = [k for k in need if k.startswith(LABEL_PREFIX) and not any(k in n.get("Resources", {}) for n in alive)]
+    missing = [k for need in kinds for k in need
+               if k.startswith(LABEL_PREFIX) and not any(k in n.get("Resources", {}) for n in alive)]
     if missing:
         label = missing[0]
         return (f"waiting for capacity: {what}; no node offers {label}: start nodes with "

@@ -68,18 +68,29 @@ def render(spec, record, data: ProfilerData, statuses: list[dict]) -> str:
     findings = profiler_report.evaluate_all(data, params, time.time(), final=record.terminal)
     sections = [f"<h1>Profiling report: {escape(spec.job_name)}</h1>",
                 f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S')}; job status {escape(record.status)}.</p>",
-                *_summary(record, data, findings), *_rules(findings, statuses, params), *_system(data, findings),
+                *_summary(record, data, findings, spec), *_rules(findings, statuses, params),
+                *_system(data, findings, _group_of(spec)),
                 *_framework(data, findings), *_steps(data, findings), *_dataloader(data)]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Profiling report '
             f"{escape(spec.job_name)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(sections) + "\n</body></html>\n")
 
 
-def _summary(record, data: ProfilerData, findings) -> list[str]:
+def _group_of(spec) -> dict[str, str]:
+    """A heterogeneous job's host -> 'group (instance type)'; {} for one group."""
+    if not spec.instance_groups:
+        return {}
+    return {host: f"{g['instance_group_name']} ({g['instance_type']})" for g in spec.groups for host in g["hosts"]}
+
+
+def _summary(record, data: ProfilerData, findings, spec) -> list[str]:
     start = record.training_start_time or record.creation_time
     end = record.training_end_time
     rows = [["start", _when(start)], ["end", _when(end) if end else "still running"],
             ["nodes", escape(", ".join(data.nodes)) or "none yet"], ["steps recorded", len(data.steps)]]
+    if spec.instance_groups:
+        rows.insert(3, ["instance groups", escape("; ".join(
+            f"{g['instance_group_name']}: {', '.join(g['hosts'])} ({g['instance_type']})" for g in spec.groups))])
     init = findings["MaxInitializationTime"].stats
     if "first_step" in init:
         loop = init["last_step"] - init["first_step"]
@@ -119,10 +130,10 @@ def _rules(findings, statuses: list[dict], params: dict) -> list[str]:
     return out
 
 
-def _system(data: ProfilerData, findings) -> list[str]:
+def _system(data: ProfilerData, findings, groups: dict[str, str]) -> list[str]:
     out, usage = ['<h2 id="system">System usage</h2>'], findings["OverallSystemUsage"].stats
     for node in data.nodes:
-        out.append(f"<h3>{escape(node)}</h3>")
+        out.append(f"<h3>{escape(node)}{escape(f', group {groups[node]}') if node in groups else ''}</h3>")
         out.append(_chart(f"{node} utilisation over time (%)",
                           charts.line_chart(f"{node} utilisation", _utilisation(data, node), "%", y_max=100)))
         out.append(_table(["metric", "unit", "max", "p99", "p95", "p50", "min"],

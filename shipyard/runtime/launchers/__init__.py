@@ -1,6 +1,7 @@
 """Launchers, one module each, registered by name. The agent asks each registered launcher, highest
 priority first, whether the job's framework parameters enable it (the toolkit's runner selection);
-the single-process launcher always matches last. A new strategy is a new module listed here."""
+the single-process launcher always matches last, and is the one for hosts outside the distribution's
+instance group. A new strategy is a new module listed here."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def get(name: str) -> Launcher:
 
 
 def select(env) -> Launcher:
+    """The launcher for this host. In a heterogeneous job only the distribution's group runs the
+    strategy's launcher; every other host runs the entry point plainly (the toolkit's rule)."""
+    if env.is_hetero and env.current_instance_group not in env.distribution_instance_groups:
+        return get("single")
     launchers = sorted((get(name) for name in REGISTRY), key=lambda launcher: -launcher.priority)
     return next(launcher for launcher in launchers if launcher.enabled(env))
 

@@ -67,9 +67,7 @@ class MPI:
     flag = "sagemaker_mpi_enabled"
 
     def enabled(self, env) -> bool:
-        return bool(env.additional_framework_parameters.get(self.flag)) and (
-            env.current_instance_group in env.distribution_instance_groups
-        )
+        return bool(env.additional_framework_parameters.get(self.flag))
 
     def plan(self, env, ctx: LaunchContext) -> LaunchPlan:
         if not ctx.sandboxed:

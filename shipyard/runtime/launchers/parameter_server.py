@@ -31,7 +31,7 @@ class ParameterServer:
     flag = "sagemaker_parameter_server_enabled"
 
     def enabled(self, env) -> bool:
-        return bool(env.additional_framework_parameters.get(self.flag)) and len(env.hosts) > 1
+        return bool(env.additional_framework_parameters.get(self.flag)) and len(env.distribution_hosts) > 1
 
     def plan(self, env, ctx: LaunchContext) -> LaunchPlan:
         hosts = env.distribution_hosts or env.hosts

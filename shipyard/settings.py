@@ -52,3 +52,19 @@ def ray_shared_storage() -> bool:
 def ray_node_dir() -> str:
     """SHIPYARD_RAY_NODE_DIR (default /tmp/shipyard-ray): where instances keep their files on a Ray node."""
     return os.environ.get("SHIPYARD_RAY_NODE_DIR") or "/tmp/shipyard-ray"
+
+
+def smtp_url() -> str | None:
+    """SHIPYARD_SMTP_URL (smtp://[user:password@]host[:port], smtps:// for TLS): where rules' Email actions
+    are sent from (docs/debugger.md)."""
+    return os.environ.get("SHIPYARD_SMTP_URL") or None
+
+
+def notify_from() -> str:
+    """SHIPYARD_NOTIFY_FROM (default shipyard@localhost): the sender of rules' Email actions."""
+    return os.environ.get("SHIPYARD_NOTIFY_FROM") or "shipyard@localhost"
+
+
+def sms_webhook_url() -> str | None:
+    """SHIPYARD_SMS_WEBHOOK_URL: where rules' SMS actions are POSTed (an SMS gateway's HTTP endpoint)."""
+    return os.environ.get("SHIPYARD_SMS_WEBHOOK_URL") or None

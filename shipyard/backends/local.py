@@ -134,6 +134,7 @@ class LocalBackend:
         fresh instances (a restarted instance starts from scratch, its checkpoints restored)."""
         # Here, not at the top: a controller starting a planned job needs neither (nor pydantic).
         from shipyard.runtime.debugger.agent import agent_settings as debugger_settings
+        from shipyard.runtime.tensorboard import agent_settings as tensorboard_settings
         from shipyard.spec.profiler import agent_settings
 
         problem = sandbox.bwrap_problem()
@@ -168,9 +169,11 @@ class LocalBackend:
                 instance_groups=tuple(groups) if spec.instance_groups else (),
                 checkpoint_uri=spec.checkpoint_s3_uri,
                 checkpoint_local_path=spec.checkpoint_local_path,
+                model_dir=_local_model_dir(spec),
                 heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,
                 debugger=debugger_settings(spec),
                 profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
+                tensorboard=tensorboard_settings(spec),
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             warm = None
@@ -219,6 +222,14 @@ class LocalBackend:
         finally:
             os.close(log_fd)
         return Instance(plan, process)
+
+
+def _local_model_dir(spec: JobSpec) -> str | None:
+    """A TensorFlow job's model_dir (frameworks.TensorFlow) when it is an absolute path of this machine."""
+    from shipyard.contract.hyperparameters import decode
+
+    value = decode(spec.hyperparameters).get("model_dir") if spec.framework == "tensorflow" else None
+    return value if isinstance(value, str) and value.startswith("/") else None
 
 
 def _die_with_parent() -> None:

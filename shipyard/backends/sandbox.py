@@ -211,10 +211,11 @@ def job_paths(config: AgentConfig, job_dir: Path) -> tuple[list[Path], list[Path
     ones must exist when the sandbox starts (`make_writable`)."""
     code = decode(config.hyperparameters).get("sagemaker_submit_directory")
     reads = [_local_path(c.uri) for c in config.channels] + [_local_path(code)]
-    debugger, profiler = config.debugger or {}, config.profiler or {}
+    debugger, profiler, tensorboard = config.debugger or {}, config.profiler or {}, config.tensorboard or {}
     writes = [Path(job_dir), _local_path(config.checkpoint_uri), _local_path(debugger.get("S3OutputPath")),
               _local_path(profiler.get("uri")), _host_path(config.checkpoint_local_path),
-              _host_path(debugger.get("LocalPath"))]
+              _host_path(debugger.get("LocalPath")), _host_path(config.model_dir),
+              _local_path(tensorboard.get("S3OutputPath")), _host_path(tensorboard.get("LocalPath"))]
     return [p for p in reads if p is not None], [p for p in writes if p is not None]
 
 

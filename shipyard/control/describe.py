@@ -57,7 +57,7 @@ def describe_record(store: Store, record: JobRecord) -> dict:
             "TrainingImage": None,
             "TrainingInputMode": spec.input_mode,
             "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
-            "EnableSageMakerMetricsTimeSeries": True,
+            "EnableSageMakerMetricsTimeSeries": spec.enable_sagemaker_metrics is not False,
         },
         "InputDataConfig": [_channel(c) for c in spec.channels],
         "OutputDataConfig": {"S3OutputPath": spec.output_path},
@@ -92,6 +92,25 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
     if spec.profiler_config is not None:
         description["ProfilerConfig"] = spec.profiler_config.to_api(spec.output_path, spec.job_name)
+    if spec.role:
+        description["RoleArn"] = spec.role
+    if spec.subnets or spec.security_group_ids:
+        description["VpcConfig"] = {"SecurityGroupIds": list(spec.security_group_ids), "Subnets": list(spec.subnets)}
+    if spec.tensorboard_output_config is not None:
+        description["TensorBoardOutputConfig"] = {
+            "S3OutputPath": spec.tensorboard_output_config.s3_output_path,
+            "LocalPath": spec.tensorboard_output_config.container_local_output_path}
+    hook = spec.debugger_hook_config
+    if hook is not None:
+        description["DebugHookConfig"] = {
+            "S3OutputPath": hook.s3_output_path or spec.output_path, "LocalPath": hook.container_local_output_path,
+            "HookParameters": dict(hook.hook_parameters),
+            "CollectionConfigurations": [{"CollectionName": c.name, "CollectionParameters": dict(c.parameters)}
+                                         for c in hook.collection_configs]}
+    for kind, field in (("debugger", "DebugRuleConfigurations"), ("profiler", "ProfilerRuleConfigurations")):
+        rules = [r for r in spec.rules if r.kind == kind]
+        if rules:
+            description[field] = [_rule_configuration(spec, r) for r in rules]
     if spec.max_retry_attempts:
         description["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if record.failure_reason:
@@ -140,13 +159,26 @@ def _expected_model(spec) -> str:
     return join(spec.output_path, spec.job_name, "output", "model.tar.gz")
 
 
+def _rule_configuration(spec, rule) -> dict:
+    """A rule as DescribeTrainingJob's Debug/ProfilerRuleConfigurations show it: what it evaluates
+    (rule_to_invoke) and its parameters. It runs beside the job here, not on an instance of its own."""
+    from shipyard.storage.uri import join
+
+    return {"RuleConfigurationName": rule.name, "LocalPath": "/opt/ml/processing/output/rule",
+            "S3OutputPath": join(spec.output_path, spec.job_name, "rule-output"), "RuleEvaluatorImage": None,
+            "VolumeSizeInGB": 0,
+            "RuleParameters": {"rule_to_invoke": rule.custom_class if rule.rule == "custom" else rule.rule,
+                               **rule.parameters}}
+
+
 def resource_config(spec) -> dict:
     """ResourceConfig: a heterogeneous job's InstanceGroups instead of InstanceType and InstanceCount."""
     if not spec.instance_groups:
-        return {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count, "VolumeSizeInGB": 30}
+        return {"InstanceType": spec.instance_type, "InstanceCount": spec.instance_count,
+                "VolumeSizeInGB": spec.volume_size}
     return {"InstanceGroups": [{"InstanceGroupName": g.instance_group_name, "InstanceType": g.instance_type,
                                 "InstanceCount": g.instance_count} for g in spec.instance_groups],
-            "VolumeSizeInGB": 30}
+            "VolumeSizeInGB": spec.volume_size}
 
 
 def _channel(c) -> dict:

@@ -54,9 +54,21 @@ class Rule:
 
 
 def _actions(actions: Any) -> tuple:
+    """A rule's actions (one, a list, or rule_configs.ActionList), each checked to have what it needs to be
+    sent before the job runs: Email a configured SMTP server, SMS a configured gateway."""
     if actions is None:
         return ()
-    return tuple(actions) if isinstance(actions, (list, tuple)) else (actions,)
+    actions = tuple(actions) if isinstance(actions, (list, tuple)) else (actions,)
+    from shipyard import settings
+
+    for action in actions:
+        for kind, value, variable, example in (
+                ("email", settings.smtp_url(), "SHIPYARD_SMTP_URL", "smtp://mail.example.com:587"),
+                ("sms", settings.sms_webhook_url(), "SHIPYARD_SMS_WEBHOOK_URL", "https://sms.example.com/send")):
+            if getattr(action, "type", None) == kind and not value:
+                raise ValidationError("actions", action, f"sending {kind} needs {variable}; set it, e.g. "
+                                      f"{variable}={example} (docs/debugger.md)")
+    return actions
 
 
 def StopTrainingAction() -> StopTraining:  # noqa: N802 (SageMaker's name)

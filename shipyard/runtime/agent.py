@@ -48,7 +48,8 @@ FLUSH_SECONDS = 300.0
 # finish(timeout) ends once the script has (True: every file it wrote reached the job's URI), and its
 # script_environment(settings, base) is what the training processes need.
 SERVICES = Registry("agent_services", "agent service", {
-    "profiler": "shipyard.runtime.profiler.agent", "debugger": "shipyard.runtime.debugger.agent"})
+    "profiler": "shipyard.runtime.profiler.agent", "debugger": "shipyard.runtime.debugger.agent",
+    "tensorboard": "shipyard.runtime.tensorboard"})
 # How often the sidecars are looked at while the entry point runs.
 SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a

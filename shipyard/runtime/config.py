@@ -61,9 +61,13 @@ class AgentConfig:
     instance_groups: tuple[dict, ...] = ()
     checkpoint_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
+    # A TensorFlow job's model_dir when it is a path of this machine (its output's <job>/model): the
+    # instances write it where it is.
+    model_dir: str | None = None
     heartbeat_dir: str | None = None
     debugger: dict | None = None  # shipyard.runtime.debugger.agent.agent_settings; None: no hook
     profiler: dict | None = None  # shipyard.spec.profiler.agent_settings; None: no profiling
+    tensorboard: dict | None = None  # {"LocalPath", "S3OutputPath"} (runtime/tensorboard.py); None: not synced
 
     @property
     def host_index(self) -> int:
@@ -78,14 +82,14 @@ class AgentConfig:
                        if group["instance_group_name"] in channel.instance_groups)
         return hosts.index(self.host), len(hosts)
 
+    def local(self, container_path: str) -> Path:
+        """A container path as this process sees it: paths under /opt/ml move with the base."""
+        path, ml = Path(container_path), Path("/opt/ml")
+        return Path(self.base) / path.relative_to(ml) if path.is_relative_to(ml) else path
+
     @property
     def checkpoint_dir(self) -> Path:
-        """The checkpoint directory as this process sees it: paths under /opt/ml move with the base."""
-        path = Path(self.checkpoint_local_path)
-        ml = Path("/opt/ml")
-        if path.is_relative_to(ml):
-            return Path(self.base) / path.relative_to(ml)
-        return path
+        return self.local(self.checkpoint_local_path)
 
     @property
     def site_packages(self) -> Path:

@@ -38,7 +38,6 @@ SDK_ARGUMENTS = {
     "base_job_name": SdkArgument(None, str),
     "code_location": SdkArgument(None, str),
     "container_log_level": SdkArgument(logging.INFO, Any),
-    "enable_sagemaker_metrics": SdkArgument(None, bool),
     "disable_profiler": SdkArgument(False, bool),
     "distribution": SdkArgument(None, Any),  # a strategy name or SageMaker's dict; the SDK validates it
     # Pack what links in source_dir that point outside it point to (off: such a link is an error, so a
@@ -58,11 +57,11 @@ def default(name: str) -> Any:
 
 
 MEANINGLESS_HERE = frozenset({
-    "role", "sagemaker_session", "volume_size", "volume_kms_key", "output_kms_key", "subnets",
-    "security_group_ids", "encrypt_inter_container_traffic", "enable_network_isolation",
+    "sagemaker_session", "volume_kms_key", "output_kms_key", "encrypt_inter_container_traffic",
+    "enable_network_isolation",
     "training_repository_access_mode", "training_repository_credentials_provider_arn",
     "enable_infra_check", "enable_remote_debug", "enable_session_tag_chaining", "training_plan",
-    "instance_placement_config", "compiler_config", "tensorboard_output_config", "git_config",
+    "instance_placement_config", "compiler_config", "git_config",
     "container_entry_point", "container_arguments", "image_uri",
 })
 

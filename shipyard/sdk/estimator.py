@@ -135,6 +135,42 @@ class EstimatorBase:
     def logs(self) -> None:
         self._require_job().logs()
 
+    @property
+    def training_job_analytics(self):
+        """The latest job's metrics over time (shipyard.analytics.TrainingJobAnalytics)."""
+        from shipyard.sdk.analytics import TrainingJobAnalytics
+
+        return TrainingJobAnalytics(self._require_job().name)
+
+    def latest_job_debugger_artifacts_path(self) -> str | None:
+        """Where the latest job's debugger hook writes its tensors; None without a job or a hook."""
+        from shipyard.spec.debugger import debug_output_uri
+
+        spec = self._latest_spec()
+        if spec is None or spec.debugger_hook_config is None:
+            return None
+        return debug_output_uri(spec.output_path, spec.job_name, spec.debugger_hook_config.s3_output_path)
+
+    def latest_job_profiler_artifacts_path(self) -> str | None:
+        """Where the latest job's profiler writes; None without a job or with profiling off."""
+        spec = self._latest_spec()
+        if spec is None or spec.profiler_config is None or spec.profiler_config.disable_profiler:
+            return None
+        return spec.profiler_config.output_uri(spec.output_path, spec.job_name)
+
+    def latest_job_tensorboard_artifacts_path(self) -> str | None:
+        """Where the latest job's TensorBoard directory is synced; None without a job or a
+        tensorboard_output_config."""
+        spec = self._latest_spec()
+        if spec is None or spec.tensorboard_output_config is None:
+            return None
+        return spec.tensorboard_output_config.output_uri(spec.job_name)
+
+    def _latest_spec(self):
+        if self.latest_training_job is None:
+            return None
+        return self._store().get_job(self.latest_training_job.name).spec
+
     def update(self, keep_alive_period_in_seconds: int | None = None, **unsupported: Any) -> None:
         """SageMaker's `update_training_job` for the latest job: a new keep-alive period for its warm pool
         (0 releases it). Profiler and resource updates are not supported."""

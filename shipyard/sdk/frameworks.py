@@ -14,9 +14,9 @@ class PyTorch(Framework):
 
 
 class TensorFlow(Framework):
-    """Adds the `model_dir` hyperparameter as SageMaker's does: `<output_path>/<job>/model` when the
-    output is remote object storage, `/opt/ml/model` otherwise (and with MPI); `model_dir=False` adds
-    nothing."""
+    """Adds the `model_dir` hyperparameter as SageMaker's does: `<output_path>/<job>/model`, unique to the
+    job (a plain path under a local output, which every instance can write: backends/sandbox.py), and
+    `/opt/ml/model` with MPI; an explicit `model_dir` is passed as given; `model_dir=False` adds nothing."""
 
     framework = "tensorflow"
     framework_package = ("tensorflow", "tensorflow-cpu")
@@ -31,11 +31,12 @@ class TensorFlow(Framework):
             return {}
         if self.model_dir:
             return {"model_dir": self.model_dir}
-        from shipyard.storage.uri import is_local, join
+        from shipyard.storage.uri import filesystem, is_local, join
 
-        if "mpi" in self._enabled_distribution or is_local(output_path):
+        if "mpi" in self._enabled_distribution:
             return {"model_dir": "/opt/ml/model"}
-        return {"model_dir": join(output_path, job_name, "model")}
+        model_dir = join(output_path, job_name, "model")
+        return {"model_dir": filesystem(model_dir)[1] if is_local(model_dir) else model_dir}
 
 
 class SKLearn(Framework):

@@ -75,6 +75,20 @@ class CollectionConfig(UserModel):
         return self
 
 
+TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
+
+
+class TensorBoardOutputConfig(UserModel):
+    """SageMaker's TensorBoardOutputConfig: what the script writes under `container_local_output_path` is
+    synced to `<s3_output_path>/<job>/tensorboard-output/` while the job runs."""
+
+    s3_output_path: str = Field(min_length=1)
+    container_local_output_path: str = TENSORBOARD_LOCAL_PATH
+
+    def output_uri(self, job_name: str) -> str:
+        return join(self.s3_output_path, job_name, "tensorboard-output")
+
+
 class DebuggerHookConfig(UserModel):
     s3_output_path: str | None = None  # default: the job's output path; <job>/debug-output/ is appended
     container_local_output_path: str = LOCAL_PATH

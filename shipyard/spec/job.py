@@ -16,7 +16,7 @@ from shipyard.settings import default_backend
 from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
-from shipyard.spec.debugger import DebuggerHookConfig
+from shipyard.spec.debugger import DebuggerHookConfig, TensorBoardOutputConfig
 from shipyard.spec.rules import RuleConfig, check_rules
 
 ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -173,6 +173,9 @@ class JobSpec(UserModel):
     input_mode: str = "File"
     output_path: str
     metric_definitions: tuple[MetricDefinition, ...] = ()
+    # AlgorithmSpecification.EnableSageMakerMetricsTimeSeries (None: SageMaker's default, on). shipyard keeps
+    # every metric value either way; describe() says what was asked.
+    enable_sagemaker_metrics: bool | None = None
     environment: dict[str, str] = Field(default_factory=dict)
     max_run: int = Field(default=86400, ge=1, le=28 * 86400)
     # SageMaker waits 120 s between SIGTERM and SIGKILL; tests make it short.
@@ -205,6 +208,14 @@ class JobSpec(UserModel):
     debugger_hook_config: DebuggerHookConfig | None = None
     # System and framework profiling (shipyard/spec/profiler.py); None: off.
     profiler_config: ProfilerConfig | None = None
+    # The script's TensorBoard directory synced to storage while the job runs; None: not synced.
+    tensorboard_output_config: TensorBoardOutputConfig | None = None
+    # What SageMaker's DescribeTrainingJob returns as RoleArn, ResourceConfig.VolumeSizeInGB and VpcConfig:
+    # recorded and shown, with no effect on machines you own (docs/contract.md).
+    role: str | None = None
+    volume_size: int = Field(default=30, ge=1)
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from shipyard.errors import ValidationError, unknown_name_error
+from shipyard.errors import ValidationError
 from shipyard.registry import Registry
 from shipyard.spec.build import UserModel
 
@@ -85,7 +85,24 @@ class NotifyCommand(UserModel):
     argv: tuple[str, ...] = Field(min_length=1)
 
 
-Action = Annotated[Union[StopTraining, NotifyWebhook, NotifyCommand], Field(discriminator="type")]
+class NotifyEmail(UserModel):
+    """SageMaker's Email action: the finding mailed to this address through the SMTP server the user
+    configures (SHIPYARD_SMTP_URL), in place of SNS."""
+
+    type: Literal["email"] = "email"
+    email_address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+
+
+class NotifySMS(UserModel):
+    """SageMaker's SMS action: the finding POSTed, with this number, to the SMS gateway the user configures
+    (SHIPYARD_SMS_WEBHOOK_URL), in place of SNS."""
+
+    type: Literal["sms"] = "sms"
+    phone_number: str = Field(pattern=r"^\+?[0-9]{7,15}$")
+
+
+Action = Annotated[Union[StopTraining, NotifyWebhook, NotifyCommand, NotifyEmail, NotifySMS],
+                   Field(discriminator="type")]
 
 
 class CollectionToSave(UserModel):

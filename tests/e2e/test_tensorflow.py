@@ -97,3 +97,28 @@ def test_multi_worker_mirrored_strategy(home, tmp_path):
     # synchronous training: the same (all-reduced) losses and the same weights on both workers
     assert seen["algo-1"]["losses"] == seen["algo-2"]["losses"]
     assert seen["algo-1"]["weights_digest"] == seen["algo-2"]["weights_digest"]
+
+
+@pytest.mark.sandbox
+def test_model_dir_is_the_jobs_own_under_its_output(home, tmp_path):
+    """Issue 22: --model_dir is <output_path>/<job>/model (a path under a local output), unique per job, and
+    every instance can write it from its sandbox, as scripts that export or checkpoint there expect."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import argparse, os\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--model_dir'); a, _ = p.parse_known_args()\n"
+        "assert os.environ['TRAINING_JOB_NAME'] in a.model_dir, a.model_dir\n"
+        "os.makedirs(a.model_dir, exist_ok=True)\n"
+        "open(os.path.join(a.model_dir, os.environ['SM_CURRENT_HOST']), 'w').write(a.model_dir)\n")
+    output = tmp_path / "out"
+    jobs = []
+    for _ in range(2):
+        est = TensorFlow(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
+                         output_path=f"file://{output}", stop_grace_seconds=5, max_run=120)
+        est.fit(logs=False)
+        jobs.append(est.latest_training_job.name)
+    for job in jobs:
+        model_dir = output / job / "model"
+        assert sorted(p.name for p in model_dir.iterdir()) == ["algo-1", "algo-2"]
+        assert (model_dir / "algo-1").read_text() == str(model_dir)

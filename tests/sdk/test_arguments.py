@@ -26,6 +26,9 @@ VALUES = {
     "hang_timeout_seconds": 7.0, "rules": [], "debugger_hook_config": None, "keep_alive_period_in_seconds": 0,
     "profiler_config": ProfilerConfig(system_monitor_interval_millis=1000), "input_mode": "FastFile",
     "instance_groups": [],   # instead of instance_type and instance_count: test_instance_groups_come_back
+    "enable_sagemaker_metrics": False, "role": "arn:aws:iam::111122223333:role/trainer", "volume_size": 100,
+    "subnets": ["subnet-1"], "security_group_ids": ["sg-1"],
+    "tensorboard_output_config": {"s3_output_path": "file:///tmp/tb", "container_local_output_path": "/opt/ml/tb"},
 }
 
 
@@ -83,7 +86,7 @@ def test_defaults_are_the_spec_s(tmp_path, monkeypatch):
 def test_only_sdk_arguments_and_spec_fields_are_honoured():
     assert HONOURED == set(SPEC_ARGUMENTS) | {
         "entry_point", "source_dir", "dependencies", "hyperparameters", "input_mode", "base_job_name",
-        "code_location", "container_log_level", "enable_sagemaker_metrics", "disable_profiler", "distribution",
+        "code_location", "container_log_level", "disable_profiler", "distribution",
         "follow_symlinks"}
     with pytest.raises(ValidationError, match="did you mean 'job_name'|unknown"):
         Estimator(entry_point="train.py", job_name="x")  # fit()'s, not the estimator's

@@ -65,8 +65,8 @@ def test_disabled_strategy_emits_nothing(src):
 
 @pytest.mark.parametrize(
     ("model_dir", "output_path", "expected"),
-    [(None, "s3://bucket/out", "s3://bucket/out/plan-job/model"), (None, None, "/opt/ml/model"),
-     ("s3://mine/m", None, "s3://mine/m"), (False, None, None)],
+    [(None, "s3://bucket/out", "s3://bucket/out/plan-job/model"), (None, "file:///tmp/out", "/tmp/out/plan-job/model"),
+     (None, "/tmp/out", "/tmp/out/plan-job/model"), ("s3://mine/m", None, "s3://mine/m"), (False, None, None)],
 )
 def test_tensorflow_model_dir(src, model_dir, output_path, expected, monkeypatch):
     monkeypatch.setattr("shipyard.sdk.estimator._check_writable", lambda field, uri: None)  # no S3 here

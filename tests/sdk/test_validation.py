@@ -22,8 +22,8 @@ def test_misspelled_argument_names_the_closest(script):
 
 
 def test_meaningless_argument_warns_once(script):
-    with pytest.warns(UserWarning, match="ignores 'role'"):
-        PyTorch(entry_point="train.py", source_dir=str(script), role="arn:aws:iam::1:role/x")
+    with pytest.warns(UserWarning, match="ignores 'volume_kms_key'"):
+        PyTorch(entry_point="train.py", source_dir=str(script), volume_kms_key="arn:aws:kms:us-east-1:1:key/x")
 
 
 def test_unbuilt_capability_is_refused_not_ignored(script):

@@ -13,12 +13,6 @@ from shipyard.spec.debugger import debug_output_uri
 CONFIG_FILE = "debughookconfig.json"
 
 
-def _local(path: str, base: str) -> Path:
-    """A container path under /opt/ml as this instance sees it."""
-    p = Path(path)
-    return Path(base) / p.relative_to("/opt/ml") if p.is_relative_to("/opt/ml") else p
-
-
 def agent_settings(spec) -> dict | None:
     hook = spec.debugger_hook_config
     if hook is None:
@@ -37,7 +31,7 @@ def start(settings: dict, config, config_dir: Path):
     script has ended."""
     from shipyard.runtime.checkpoints import CheckpointSync
 
-    local = _local(settings["LocalPath"], config.base)
+    local = config.local(settings["LocalPath"])
     local.mkdir(parents=True, exist_ok=True)
     (config_dir / CONFIG_FILE).write_text(json.dumps({**settings, "LocalPath": str(local)}))
     # An uploaded index names a complete step (storage.py): it goes up after the tensors it names, and a

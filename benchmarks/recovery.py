@@ -110,7 +110,7 @@ def recovery_run(work: Path, host: str | None, save_on_notice: bool = True) -> d
     new = [float(m[2]) for m in map(STEP.match, lines) if m and float(m[2]) > resumed_at]
     # Training goes on until the notice arrives, so the old process's last step counts, not the request's.
     return {"recovery_s": new[0] - requested, "steps_lost": max(0, max(old) - int(resumed[1])),
-            "attempts": len(description["Attempts"])}
+            "attempts": len(description["Shipyard"]["Attempts"])}
 
 
 def step_time_run(work: Path, checkpoints: bool) -> float:

@@ -20,6 +20,7 @@ from shipyard.backends.resources import InstanceResources, MachineResources, det
 from shipyard.contract.layout import SANDBOX_BASE
 from shipyard.runtime.config import AgentConfig, ChannelSource
 from shipyard.runtime.control import CONTROL_FILE, ControlChannel
+from shipyard.storage.uri import join
 
 if TYPE_CHECKING:
     from shipyard.spec.job import JobSpec
@@ -173,6 +174,7 @@ class LocalBackend:
                 heartbeat_dir=str(self.job_dir / "heartbeats" / f"{host}{suffix}") if spec.hang_timeout_seconds else None,
                 debugger=debugger_settings(spec),
                 profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
+                output_prefix=join(spec.output_path, spec.job_name),
                 tensorboard=tensorboard_settings(spec),
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]

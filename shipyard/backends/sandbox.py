@@ -215,7 +215,8 @@ def job_paths(config: AgentConfig, job_dir: Path) -> tuple[list[Path], list[Path
     writes = [Path(job_dir), _local_path(config.checkpoint_uri), _local_path(debugger.get("S3OutputPath")),
               _local_path(profiler.get("uri")), _host_path(config.checkpoint_local_path),
               _host_path(debugger.get("LocalPath")), _host_path(config.model_dir),
-              _local_path(tensorboard.get("S3OutputPath")), _host_path(tensorboard.get("LocalPath"))]
+              _local_path(tensorboard.get("S3OutputPath")), _host_path(tensorboard.get("LocalPath")),
+              _local_path(config.output_prefix)]
     return [p for p in reads if p is not None], [p for p in writes if p is not None]
 
 

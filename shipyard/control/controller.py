@@ -110,6 +110,8 @@ class JobController:
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
         self.log_offsets: dict[str, int] = {}   # where a controller taking over starts reading host logs
         self.watchers: list = []
+        self.spec_version = 0        # the spec's updates passed on to the instances (_follow_updates)
+        self.last_update_check = 0.0
         self.ending: Decision | None = None   # what ends the job (FAILING, STOPPING)
         self.restart_message = ""
         self.pool: str | None = None   # the warm pool the job runs on: one it claimed, or its own
@@ -425,6 +427,7 @@ class JobController:
             return Complete()
         if reason := self.store.stop_requested(self.name):
             return Stop("Stopped", reason)
+        self._follow_updates()
         if stop := self._watchers_ask_to_stop():
             return stop
         elapsed = time.monotonic() - self.attempt_clock
@@ -445,6 +448,29 @@ class JobController:
                 self.store.update_attempt(self.name, self.attempt, start_time=self.started_at)
                 self.store.transition(self.name, "InProgress", "Starting", "Capacity found: starting the instances")
         return waiting
+
+    def _follow_updates(self) -> None:
+        """The job's profiling was updated while it runs (control/profiling.py): the instances and the
+        rule watchers follow the new spec. Passing it on is idempotent, so a version stored before this
+        controller started (its instances were planned with the older spec) is passed on too."""
+        if time.monotonic() - self.last_update_check < WATCH_SECONDS:
+            return
+        self.last_update_check = time.monotonic()
+        version = self.store.spec_version(self.name)
+        if version == self.spec_version:
+            return
+        from shipyard.control.watchers import follow_all
+        from shipyard.spec.profiler import agent_settings
+
+        self.spec_version = version
+        self.__dict__.pop("spec", None)   # the cached spec: the next attempt is planned with the new one
+        spec = self.spec
+        settings = agent_settings(spec.profiler_config, spec.output_path, spec.job_name)
+        for instance in self.instances:
+            instance.control.send("profiler", settings=settings)
+        follow_all(self.watchers, spec, self.job_dir, self.store)
+        self.store.add_event(self.name, "info", "profiling updated: "
+                             + ("off" if settings is None else f"every {settings['interval_millis']} ms"))
 
     def _watchers_ask_to_stop(self) -> Stop | None:
         if not self.watchers or time.monotonic() - self.last_watch < WATCH_SECONDS:
@@ -528,7 +554,7 @@ class JobController:
             self.store.update_attempt(self.name, self.attempt, restored_checkpoint=event.get("checkpoint") or "")
             self.store.add_event(self.name, "checkpoint", f"restored {event.get('files', 0)} files, "
                                  f"checkpoint {event.get('checkpoint')!r}", host)
-        elif kind == "resume_warning":
+        elif kind in ("resume_warning", "warning"):
             self.store.add_event(self.name, "warning", event["message"], host)
         elif kind == "checkpoint_flushed" and not event.get("complete"):
             self.store.add_event(self.name, "warning", "checkpoints: the final sync did not upload everything to "

@@ -1,4 +1,5 @@
-"""A job as DescribeTrainingJob returns it (same field names), built from the store's record."""
+"""A job as DescribeTrainingJob returns it (same field names and places), built from the store's record;
+shipyard's own fields are under `Shipyard`, and `Tags` (SageMaker's ListTags) beside them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from shipyard.control.reconcile import reconcile
 from shipyard.store import JobRecord, Store
 
 ARN_PREFIX = "arn:shipyard:sagemaker:local:000000000000:training-job/"
+# shipyard's own fields, kept apart from SageMaker's (tests/control/test_describe_shape.py holds the rest
+# to botocore's DescribeTrainingJob): what the job cost, its attempts, its warnings, the output.tar.gz.
+OWN = "Shipyard"
+OWN_BILLING = ("Cost", "ManagedSpotTrainingSavings")   # of billing()'s figures; the rest are SageMaker's
 
 
 def _time(ts: float | None) -> dt.datetime | None:
@@ -46,6 +51,12 @@ def describe_record(store: Store, record: JobRecord) -> dict:
 
     instance_type = priced(spec.instance_type)
     costs = billing(spec, record.training_start_time, end, attempts, priced)
+    own = {key: costs.pop(key) for key in OWN_BILLING if key in costs}
+    own["Attempts"] = [
+        {"AttemptNumber": a["number"], "StartTime": _time(a["start_time"]), "EndTime": _time(a["end_time"]),
+         "Outcome": a["outcome"], "Reason": a["reason"], "RestoredCheckpoint": a["restored_checkpoint"]}
+        for a in attempts
+    ]
     description = {
         "TrainingJobName": spec.job_name,
         "TrainingJobArn": ARN_PREFIX + spec.job_name,
@@ -80,14 +91,11 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "EnableManagedSpotTraining": spec.use_spot_instances,
         **costs,
         "ProfilingStatus": "Enabled" if spec.profiler_config and spec.profiler_config.enabled else "Disabled",
-        "Attempts": [
-            {"AttemptNumber": a["number"], "StartTime": _time(a["start_time"]), "EndTime": _time(a["end_time"]),
-             "Outcome": a["outcome"], "Reason": a["reason"], "RestoredCheckpoint": a["restored_checkpoint"]}
-            for a in attempts
-        ],
     }
+    if spec.tags:
+        description["Tags"] = [dict(tag) for tag in spec.tags]
     if spec.keep_alive_period_in_seconds:
-        _warm_pool(store, spec, description, instance_type)
+        _warm_pool(store, spec, description, own, instance_type)
     if spec.checkpoint_s3_uri:
         description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
     if spec.profiler_config is not None:
@@ -116,7 +124,7 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     if record.failure_reason:
         description["FailureReason"] = record.failure_reason
     if record.output_artifacts:
-        description["OutputArtifacts"] = {"S3OutputArtifacts": record.output_artifacts}
+        own["OutputArtifacts"] = {"S3OutputArtifacts": record.output_artifacts}
     for kind, field in (("debugger", "DebugRuleEvaluationStatuses"), ("profiler", "ProfilerRuleEvaluationStatuses")):
         statuses = store.rule_statuses(spec.job_name, kind)
         if statuses:
@@ -127,11 +135,12 @@ def describe_record(store: Store, record: JobRecord) -> dict:
             ]
     warnings = [e["message"] for e in store.events(spec.job_name, "warning")]
     if warnings:
-        description["Warnings"] = warnings
+        own["Warnings"] = warnings
+    description[OWN] = own
     return description
 
 
-def _warm_pool(store: Store, spec, description: dict, instance_type) -> None:
+def _warm_pool(store: Store, spec, description: dict, own: dict, instance_type) -> None:
     """KeepAlivePeriodInSeconds (as updated since) and WarmPoolStatus; the retained time is billed at the
     instances' price, as SageMaker bills it (ResourceRetainedBillableTimeInSeconds x InstanceCount)."""
     from shipyard.control.pools import reconcile_pools
@@ -145,7 +154,7 @@ def _warm_pool(store: Store, spec, description: dict, instance_type) -> None:
         return
     description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = use["keep_alive"]
     status = description["WarmPoolStatus"] = pools.warm_pool_status(spec.job_name)
-    cost = description.get("Cost")
+    cost = own.get("Cost")
     if cost is not None and instance_type is not None:
         price = instance_type.on_demand_usd_per_hour
         retained = round(status["ResourceRetainedBillableTimeInSeconds"] * spec.instance_count * price / 3600, 6)

@@ -36,6 +36,9 @@ class Watcher(Protocol):
     def finish(self) -> None:
         """The instances have ended: a last look at everything, then final statuses."""
 
+    def follow(self, spec) -> None:
+        """The job's spec was updated while it runs (UpdateTrainingJob: its profiling and profiler rules)."""
+
 
 def start_watchers(spec, job_dir: Path, store) -> list[Watcher]:
     watchers = []
@@ -44,6 +47,19 @@ def start_watchers(spec, job_dir: Path, store) -> list[Watcher]:
         if watcher is not None:
             watchers.append(watcher)
     return watchers
+
+
+def follow_all(watchers: list[Watcher], spec, job_dir: Path, store) -> None:
+    """The job's spec was updated while it runs: each watcher follows it, and a kind that was not running
+    (its job asked for none of it) starts when the new spec asks for it."""
+    for watcher in watchers:
+        watcher.follow(spec)
+    running = {type(w).__module__ for w in watchers}
+    for name in REGISTRY:
+        if REGISTRY[name].partition(":")[0] not in running:
+            watcher = REGISTRY.load(name)(spec, job_dir, store)
+            if watcher is not None:
+                watchers.append(watcher)
 
 
 def poll_all(watchers: list[Watcher], store, job: str) -> StopRequest | None:

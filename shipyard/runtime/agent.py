@@ -116,6 +116,11 @@ class Agent:
         self.stopping = False
         self.control = ControlChannel(Path(config.instance_dir) / CONTROL_FILE)
         self.pausing = False
+        self.services: list = []   # (name, running) of SERVICES started, finished at the end
+        self.services_finished = False
+        # The profiling the training processes started with (None until they start).
+        self.launched_profiler: dict | None = None
+        self.updating = threading.Lock()   # services, config and launched_profiler, also the control thread's
         self.restored: str | None = None     # the checkpoint restored, when there was one
         self.read_mark = Path(config.instance_dir) / "checkpoint-read"
         self.resume_warned = False
@@ -298,17 +303,19 @@ class Agent:
         if sync is not None:
             self.events.emit("checkpoint_flushed", complete=self._final_sync(sync, "checkpoints"))
 
-    def start_services(self, started: list) -> None:
-        """Start the services the job asks for (SERVICES) before the script, each added to `started` as
+    def start_services(self) -> None:
+        """Start the services the job asks for (SERVICES) before the script, each added to `services` as
         (name, running) at once, so those started before one that fails are still finished."""
         for name in SERVICES:
             settings = getattr(self.config, name)
             if settings:
-                started.append((name, SERVICES.load(name).start(
+                self.services.append((name, SERVICES.load(name).start(
                     settings, self.config, self.layout.input_config_dir)))
 
-    def finish_services(self, started: list) -> None:
-        for name, running in started:
+    def finish_services(self) -> None:
+        with self.updating:   # no profiling update starts a service once they are finished
+            self.services_finished = True
+        for name, running in self.services:
             self._final_sync(running, name)
 
     def install(self, python: str) -> None:
@@ -365,7 +372,7 @@ class Agent:
         self.layout.create(c.name for c in self.config.channels if c.input_mode != "Pipe")
         log_start = os.lseek(self.log_fd, 0, os.SEEK_END)
         argv: list[str] = []
-        sync, services = None, []
+        sync = None
         try:
             env = self.config.training_environment()
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
@@ -375,7 +382,7 @@ class Agent:
             self.download_channels()
             self.open_channels()
             sync = self.start_checkpoints()
-            self.start_services(services)
+            self.start_services()
             self.install(sys.executable)
             self._check_preloaded()
             launcher = launchers.select(env)
@@ -387,7 +394,7 @@ class Agent:
                 raise ChannelFailed(self.channel_error)
         except StopRequested:
             self.finish_checkpoints(sync)
-            self.finish_services(services)
+            self.finish_services()
             self.close_channels()
             self.say("stopped before the entry point started")
             self.events.emit("exit", code=143, stopped=True)
@@ -405,24 +412,44 @@ class Agent:
             elif not self.stopping and not self.pausing:
                 self._fail(failure_message(code, argv, Path(self.config.log_path), log_start))
         self.finish_checkpoints(sync)
-        self.finish_services(services)
+        self.finish_services()
         self.close_channels()
         self.events.emit("exit", code=code, stopped=self.stopping)
         return code
 
     # -- replacing another instance: pause, then rejoin the re-formed process group ----------------
     def _watch_control(self) -> None:
-        """The controller asks this instance to pause when another one is replaced."""
+        """The controller asks this instance to pause when another one is replaced, and passes on the
+        job's profiling when it is updated while the job runs."""
         while not self.stopping:
             self._check_resumed(finished=False)
-            # While paused, _rejoin reads the channel (for "resume"); never consume its command here.
-            command = None if self.pausing else self.control.poll()
-            if command and command["action"] == "pause":
+            if not self.pausing and self.control.poll("pause"):   # a pause while paused waits its turn
                 self.pausing = True
                 self.say("pausing: another instance is being replaced")
                 if self.child and self.child.poll() is None:
                     self.child.send_signal(signal.SIGTERM)  # the same notice an interrupted script gets
+            if command := self.control.poll("profiler"):
+                self._update_profiler(command["settings"])
             time.sleep(CONTROL_POLL_SECONDS)
+
+    def _update_profiler(self, settings: dict | None) -> None:
+        """UpdateTrainingJob's profiling (runtime/profiler/agent.py `update`): the running monitor follows
+        it, or one starts; processes started later (a rejoin) get it in their environment."""
+        from shipyard.runtime.profiler import agent as profiler
+
+        with self.updating:
+            if self.services_finished:
+                return
+            running = next((run for name, run in self.services if name == "profiler"), None)
+            started = profiler.update(running, settings, self.config, self.layout.input_config_dir)
+            if running is None and started is not None:
+                self.services.append(("profiler", started))
+            self.config = dataclasses.replace(self.config, profiler=settings)
+            launched = self.launched_profiler
+        self.say("profiling updated: " + profiler.describe(settings))
+        if settings and settings.get("framework") and launched is not None and launched.get("framework") is None:
+            self.events.emit("warning", message="framework metrics begin when the training processes next start: "
+                             "they started without framework profiling, so only system metrics are recorded now")
 
     def _rejoin(self, env: TrainingEnvironment, launcher, sync, code: int) -> tuple[list[str], int]:
         """Keep this instance (its data, code and environment); run the entry point again once the
@@ -431,27 +458,31 @@ class Agent:
             sync.flush(timeout=FLUSH_SECONDS)
         self.events.emit("paused", code=code)
         while not self.stopping:
-            command = self.control.poll()
-            if command and command["action"] == "resume":
+            command = self.control.poll("resume")
+            if command:
                 break
             time.sleep(CONTROL_POLL_SECONDS)
         else:
             return [], 143
         self.pausing = False
-        self.config = dataclasses.replace(self.config, master_port=command["master_port"])
+        with self.updating:
+            self.config = dataclasses.replace(self.config, master_port=command["master_port"])
         self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
         self._restart_streams()
         return self._launch(env, launcher)
 
     def _launch(self, env: TrainingEnvironment, launcher) -> tuple[list[str], int]:
         """Run the launcher's command for this instance; returns it and its exit code."""
-        plan = launcher.plan(env, self.config.launch_context())
+        with self.updating:   # the control thread may change the profiling meanwhile
+            config = self.config
+            self.launched_profiler = config.profiler or {}
+        plan = launcher.plan(env, config.launch_context())
         self.events.emit("phase", phase="Training", launcher=launcher.name)
         sidecars: list[tuple[str, subprocess.Popen]] = []
         code = None
         try:
             self._start_sidecars(plan.sidecars, env, sidecars)
-            script_env = self._with_resume_check(script_environment(self.config, env, plan.env))
+            script_env = self._with_resume_check(script_environment(config, env, plan.env))
             if plan.wait_for and zygote.forkable(plan.argv) and os.environ.get(zygote.ENV_SOCKET):
                 # Forked, the launcher starts in milliseconds, before the leader's; executed, both import
                 # their framework for seconds side by side, and waiting would put one after the other.

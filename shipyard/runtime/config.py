@@ -67,6 +67,9 @@ class AgentConfig:
     heartbeat_dir: str | None = None
     debugger: dict | None = None  # shipyard.runtime.debugger.agent.agent_settings; None: no hook
     profiler: dict | None = None  # shipyard.spec.profiler.agent_settings; None: no profiling
+    # <output_path>/<job>: with a local output, writable in the sandbox, so that profiling turned on
+    # while the job runs (control/profiling.py) can write its profiler-output there.
+    output_prefix: str | None = None
     tensorboard: dict | None = None  # {"LocalPath", "S3OutputPath"} (runtime/tensorboard.py); None: not synced
 
     @property

@@ -171,9 +171,34 @@ class EstimatorBase:
             return None
         return self._store().get_job(self.latest_training_job.name).spec
 
+    # -- the latest job's profiling while it runs (SageMaker's UpdateTrainingJob; control/profiling.py) --
+    def enable_default_profiling(self) -> None:
+        """System metrics every 500 ms and the ProfilerReport rule, for a job running without profiling."""
+        self._profiling_updated(self._require_job().enable_default_profiling())
+
+    def disable_profiling(self) -> None:
+        """No more system or framework metrics; the profiler rules stop."""
+        self._profiling_updated(self._require_job().disable_profiling())
+
+    def update_profiler(self, rules=None, system_monitor_interval_millis: int | None = None,
+                        s3_output_path: str | None = None, framework_profile_params=None,
+                        disable_framework_metrics: bool = False) -> None:
+        """Profiling on with what is given (the rest as it was), new profiler rules, or with
+        disable_framework_metrics the framework metrics off. Running training processes follow new
+        framework settings from their next step when they started with framework metrics; otherwise
+        those begin when the processes next start (the job's events say so)."""
+        self._profiling_updated(self._require_job().update_profiler(
+            rules, system_monitor_interval_millis, s3_output_path, framework_profile_params,
+            disable_framework_metrics))
+
+    def _profiling_updated(self, spec) -> None:
+        self.profiler_config = spec.profiler_config
+        self.disable_profiler = spec.profiler_config.disable_profiler
+
     def update(self, keep_alive_period_in_seconds: int | None = None, **unsupported: Any) -> None:
         """SageMaker's `update_training_job` for the latest job: a new keep-alive period for its warm pool
-        (0 releases it). Profiler and resource updates are not supported."""
+        (0 releases it). Its profiling changes with enable_default_profiling(), disable_profiling() and
+        update_profiler(), as in SageMaker's SDK."""
         if unsupported:
             raise ValidationError(next(iter(unsupported)), next(iter(unsupported.values())),
                                   "only keep_alive_period_in_seconds can be updated here")

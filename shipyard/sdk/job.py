@@ -1,4 +1,5 @@
-"""A submitted training job, as SageMaker's `_TrainingJob`: describe, stop, wait, logs."""
+"""A submitted training job, as SageMaker's `_TrainingJob`: describe, stop, update (its warm pool and its
+profiling), wait, logs."""
 
 from __future__ import annotations
 
@@ -38,6 +39,27 @@ class TrainingJob:
                                   f"must be 0-{MAX_KEEP_ALIVE} seconds; 0 releases the warm pool")
         reconcile_pools(self.store)
         PoolStore(self.store).update_keep_alive(self.name, keep_alive_period_in_seconds)
+
+    def enable_default_profiling(self):
+        """System metrics every 500 ms and the ProfilerReport rule, on the running job (control/profiling.py)."""
+        from shipyard.control import profiling
+
+        return profiling.enable_default(self.store, self.name)
+
+    def disable_profiling(self):
+        from shipyard.control import profiling
+
+        return profiling.disable(self.store, self.name)
+
+    def update_profiler(self, rules=None, system_monitor_interval_millis: int | None = None,
+                        s3_output_path: str | None = None, framework_profile_params=None,
+                        disable_framework_metrics: bool = False):
+        from shipyard.control import profiling
+
+        return profiling.update(
+            self.store, self.name, rules, system_monitor_interval_millis, s3_output_path,
+            profiling.KEEP if framework_profile_params is None else framework_profile_params,
+            disable_framework_metrics)
 
     def wait(self, logs: Any = "All", quiet: bool = False) -> dict:
         """Block until the job ends; with logs, show its log lines and status changes as they happen.

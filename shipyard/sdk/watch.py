@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from shipyard.control.describe import OWN
 from shipyard.runtime.tail import FileTail
 
 POLL_SECONDS = 0.1
@@ -119,9 +120,10 @@ def _print_outcome(console: Console, store, description: dict) -> None:
     if seconds is not None:
         console.print(f"Training seconds: {seconds * count}")
         console.print(f"Billable seconds: {description['BillableTimeInSeconds'] * count}")
-        if "ManagedSpotTrainingSavings" in description:
-            console.print(f"Managed Spot Training savings: {description['ManagedSpotTrainingSavings']}%")
-        cost = description.get("Cost", {})
+        own = description.get(OWN, {})
+        if "ManagedSpotTrainingSavings" in own:
+            console.print(f"Managed Spot Training savings: {own['ManagedSpotTrainingSavings']}%")
+        cost = own.get("Cost", {})
         if cost.get("OnDemandAmount"):
             console.print(f"Cost: ${cost['Amount']:.4f} (on demand: ${cost['OnDemandAmount']:.4f})")
     if status == "Completed":

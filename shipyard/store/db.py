@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS rule_statuses (
 """
 # Columns added since their table was first released (CREATE TABLE above stays as released): a database
 # made before one gets it when it is opened.
-ADDED_COLUMNS = (("jobs", "stop_reason", "TEXT"),)
+ADDED_COLUMNS = (("jobs", "stop_reason", "TEXT"), ("jobs", "spec_version", "INTEGER NOT NULL DEFAULT 0"))
 # Read by name, not `SELECT *`: the table grows (ADDED_COLUMNS), `_record` takes these.
 JOB_COLUMNS = ("name, spec, status, secondary_status, failure_reason, creation_time, last_modified_time, "
                "training_start_time, training_end_time, model_artifacts, output_artifacts, controller_pid, "
@@ -282,6 +282,20 @@ class Store:
                 f"UPDATE jobs SET {sets}, last_modified_time=? WHERE name=?",
                 (*fields.values(), time.time(), name),
             )
+
+    def update_spec(self, name: str, spec: JobSpec) -> bool:
+        """A running job's spec changed (UpdateTrainingJob: its profiling); its controller sees the new
+        `spec_version` and applies it. Returns whether the job was still in progress."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE jobs SET spec=?, spec_version=spec_version+1, last_modified_time=?"
+                             " WHERE name=? AND status='InProgress'", (spec.model_dump_json(), time.time(), name))
+            return cur.rowcount > 0
+
+    def spec_version(self, name: str) -> int:
+        """How many times the job's spec was updated (a cheap look for its controller)."""
+        with self._tx() as db:
+            row = db.execute("SELECT spec_version FROM jobs WHERE name=?", (name,)).fetchone()
+        return row[0] if row else 0
 
     def request_stop(self, name: str, reason: str | None = None) -> bool:
         """Ask the job's controller to stop it; `reason` (the first one given) becomes the message of its

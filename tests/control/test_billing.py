@@ -71,8 +71,8 @@ def test_on_demand_job_is_billed_for_its_instances_running_time(store):
     assert d["TrainingTimeInSeconds"] == 615
     assert d["BillableTimeInSeconds"] == 600
     # 2 instances x 600 s = 1200 instance-seconds, x 0.001 $/s = 1.2 $
-    assert d["Cost"] == {"Currency": "USD", "Amount": 1.2, "OnDemandAmount": 1.2, "InstanceSeconds": 1200.0}
-    assert "ManagedSpotTrainingSavings" not in d
+    assert d["Shipyard"]["Cost"] == {"Currency": "USD", "Amount": 1.2, "OnDemandAmount": 1.2, "InstanceSeconds": 1200.0}
+    assert "ManagedSpotTrainingSavings" not in d["Shipyard"]
 
 
 def test_spot_job_with_an_interruption_and_a_pending_wait(store):
@@ -81,12 +81,12 @@ def test_spot_job_with_an_interruption_and_a_pending_wait(store):
         (1420.0, 1480.0, 2080.2, "Completed"),   # Pending 1420.0 -> 1480.0, then 600.2 s running
     ])
     d = describe_record(store, store.get_job(name))
-    assert [(a["AttemptNumber"], a["Outcome"]) for a in d["Attempts"]] == [(1, "Interrupted"), (2, "Completed")]
+    assert [(a["AttemptNumber"], a["Outcome"]) for a in d["Shipyard"]["Attempts"]] == [(1, "Interrupted"), (2, "Completed")]
     assert d["TrainingTimeInSeconds"] == 1101        # 2100.7 - 1000.0 = 1100.7, waits included
     # Running: 300.4 + 600.2 = 900.6 s; at the spot/on-demand ratio 1.08 / 3.6 = 0.3: 270.18 s
     assert d["BillableTimeInSeconds"] == 270
-    assert d["ManagedSpotTrainingSavings"] == 75.5   # (1 - 270.18 / 1100.7) x 100 = 75.45...
-    assert d["Cost"] == {
+    assert d["Shipyard"]["ManagedSpotTrainingSavings"] == 75.5   # (1 - 270.18 / 1100.7) x 100 = 75.45...
+    assert d["Shipyard"]["Cost"] == {
         "Currency": "USD",
         "Amount": 0.54036,           # 2 x 900.6 s = 1801.2 instance-seconds x 0.0003 $/s
         "OnDemandAmount": 1.8012,    # 1801.2 x 0.001 $/s
@@ -111,8 +111,8 @@ def test_a_type_gone_from_the_catalog_has_no_price_and_no_discount(store, home):
     d = describe_record(store, store.get_job(name))
     assert d["TrainingTimeInSeconds"] == 400
     assert d["BillableTimeInSeconds"] == 300           # 100 + 200 s, unscaled: no spot/on-demand ratio known
-    assert d["ManagedSpotTrainingSavings"] == 25.0     # only the 100 s without capacity: (1 - 300 / 400) x 100
-    assert d["Cost"] == {"Currency": "USD", "Amount": 0.0, "OnDemandAmount": 0.0, "InstanceSeconds": 600.0}
+    assert d["Shipyard"]["ManagedSpotTrainingSavings"] == 25.0     # only the 100 s without capacity: (1 - 300 / 400) x 100
+    assert d["Shipyard"]["Cost"] == {"Currency": "USD", "Amount": 0.0, "OnDemandAmount": 0.0, "InstanceSeconds": 600.0}
 
 
 def test_each_instance_group_is_billed_at_its_own_price(store):
@@ -125,7 +125,7 @@ def test_each_instance_group_is_billed_at_its_own_price(store):
     store.update_attempt("hetero", number, end_time=1100.0, outcome="Completed")
     d = describe_record(store, store.get_job("hetero"))
     # 100 s running: data 3 x 100 s x 0.0001 $/s = 0.03 $, train 1 x 100 s x 0.001 $/s = 0.1 $
-    assert d["Cost"] == {"Currency": "USD", "Amount": 0.13, "OnDemandAmount": 0.13, "InstanceSeconds": 400.0,
+    assert d["Shipyard"]["Cost"] == {"Currency": "USD", "Amount": 0.13, "OnDemandAmount": 0.13, "InstanceSeconds": 400.0,
                          "InstanceGroups": [
                              {"InstanceGroupName": "data", "InstanceType": "ml.test.cheap", "InstanceCount": 3,
                               "Amount": 0.03},

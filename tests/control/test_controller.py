@@ -211,6 +211,34 @@ def test_a_platform_failure_is_retried_while_retries_are_left(job):
     assert controller.store.get_job("job").failure_reason.startswith("InternalServerError: algo-2:")
 
 
+def test_profiling_updated_while_it_runs_reaches_every_instance_and_the_rule_watcher(job):
+    """enable_default_profiling() then disable_profiling() (control/profiling.py): each instance is sent
+    the profiling now in force, the ProfilerReport rule is watched, then Stopped; the next attempt would
+    be planned with the new spec."""
+    from shipyard.control import profiling
+
+    controller, backend = job()
+    store = controller.store
+    profiling.enable_default(store, "job")
+    controller.last_update_check = 0.0
+    assert controller.step() is State.RUNNING
+    for instance in backend.started:
+        [(action, fields)] = instance.control.sent
+        assert action == "profiler" and fields["settings"]["interval_millis"] == 500
+        assert fields["settings"]["framework"] is None and fields["settings"]["uri"].endswith("/job/profiler-output")
+    assert controller.spec.profiler_config.enabled
+    assert [(s["rule"], s["status"]) for s in store.rule_statuses("job", "profiler")] == [("ProfilerReport", "InProgress")]
+    assert controller.step() is State.RUNNING   # nothing new: nothing sent again
+    assert all(len(i.control.sent) == 1 for i in backend.started)
+
+    profiling.disable(store, "job")
+    controller.last_update_check = 0.0
+    assert controller.step() is State.RUNNING
+    assert all(i.control.sent[-1] == ("profiler", {"settings": None}) for i in backend.started)
+    assert [(s["rule"], s["status"]) for s in store.rule_statuses("job", "profiler")] == [("ProfilerReport", "Stopped")]
+    assert any(e["message"] == "profiling updated: off" for e in store.events("job", "info"))
+
+
 def test_stop_while_waiting_for_capacity(job, tmp_path):
     controller, backend = job(use_spot_instances=True, max_run=100, max_wait=100, checkpoint_s3_uri=f"file://{tmp_path / 'ck'}",
                               spot_simulation={"capacity_delay_seconds": 60})

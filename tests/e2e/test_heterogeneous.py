@@ -122,7 +122,7 @@ def test_a_lost_train_host_is_replaced_in_its_group(home, tmp_path, wait_for_lin
     assert done.returncode == 0, done.stderr
     description = job.wait(logs=False)
     assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     instances = home / "jobs" / job.name / "instances"
     assert sorted(p.name for p in instances.iterdir()) == ["algo-1", "algo-2", "algo-3", "algo-3-2"]
     replaced = json.loads((instances / "algo-3-2" / "agent.json").read_text())

@@ -268,7 +268,7 @@ def test_pipe_interrupted_mid_epoch_starts_its_epoch_again(home, tmp_path, wait_
                      hyperparameters={"hold_seconds": 8, "hold_once": 1, "pipe_epochs": 2})
     est.fit({"train": TrainingInput(str(data), input_mode="Pipe")}, wait=True, logs=False)
     description = est.latest_training_job.describe()
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     model = _model(est, tmp_path)
     whole = b"".join(bodies[key] for key in sorted(bodies))
     assert model["algo-1/train_0"] == whole and model["algo-1/train_1"] == whole
@@ -318,7 +318,7 @@ def test_pipe_of_an_instance_that_rejoins_starts_again(home, tmp_path, wait_for_
                            "algo-2"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     description = job.wait(logs=False)
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     assert "rejoining with a replaced instance" in Store().log_path(job.name, "algo-1").read_text()
     model = _model(est, tmp_path)
     whole = b"".join(bodies[key] for key in sorted(bodies))

@@ -196,7 +196,7 @@ def test_killed_controller_leaves_a_true_state_and_no_orphans(home, tmp_path, wa
     description = job.describe()
     assert description["TrainingJobStatus"] == "Failed"
     assert f"controller (pid {controller.pid}) stopped" in description["FailureReason"]
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Failed"]  # no retries asked for
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Failed"]  # no retries asked for
     assert "up" in log.read_text()  # logs survive
 
 
@@ -227,7 +227,7 @@ def test_without_a_sandbox_paths_point_at_the_instance_directory(home, tmp_path,
     files = _model_files(est.latest_training_job)
     assert set(files) == {"where.txt"}
     assert files["where.txt"].decode().endswith("/instances/algo-2/ml/model")  # the later host wins a clash
-    assert any("without a sandbox" in w for w in est.latest_training_job.describe()["Warnings"])
+    assert any("without a sandbox" in w for w in est.latest_training_job.describe()["Shipyard"]["Warnings"])
 
 
 def test_killed_agent_fails_the_job_naming_the_instance(home, tmp_path, wait_for_line):

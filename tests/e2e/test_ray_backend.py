@@ -265,7 +265,7 @@ def test_node_removed_mid_training_restarts_the_spot_job_on_a_live_node(home, s3
     job.wait(logs=False)
     description = job.describe()
     assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     assert "Interrupted" in [t["Status"] for t in description["SecondaryStatusTransitions"]]
     text = log.read_text()
     assert f"algo-2 lost: node {lost.node_id} (127.0.0.1) died" in text
@@ -399,7 +399,7 @@ def test_killed_controller_takes_its_instances_off_the_cluster(home, s3, on_ray,
     description = job.describe()
     assert description["TrainingJobStatus"] == "Failed"
     assert f"controller (pid {controller.pid}) stopped" in description["FailureReason"]
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Failed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Failed"]
     assert "step=3 on algo-2" in log.read_text()
     _left_nothing(on_ray, job.name)
 

@@ -65,7 +65,7 @@ def test_two_by_two_ddp_job_from_the_sdk(home, s3, tmp_path):
     assert est.model_data == f"s3://out/jobs/{name}/output/model.tar.gz"
     final = {m["MetricName"]: m["Value"] for m in description["FinalMetricDataList"]}
     assert set(final) == {"loss"}
-    assert any("'never'" in w and "never matched" in w for w in description["Warnings"])
+    assert any("'never'" in w and "never matched" in w for w in description["Shipyard"]["Warnings"])
 
     model = _members(est.model_data, tmp_path / "model")
     assert set(model) == {"algo-1.json", "algo-2.json"}  # both hosts' model dirs merged

@@ -80,7 +80,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
     statuses = [t["Status"] for t in description["SecondaryStatusTransitions"]]
     assert statuses == ["Starting", "Downloading", "Training", "Interrupted", "Starting", "Downloading",
                         "Training", "Uploading", "Completed"]
-    attempts = description["Attempts"]
+    attempts = description["Shipyard"]["Attempts"]
     assert [a["Outcome"] for a in attempts] == ["Interrupted", "Completed"]
     assert attempts[1]["RestoredCheckpoint"]  # the record names what the restart restored
     log = (Path(os.environ["SHIPYARD_HOME"]) / "jobs" / est.latest_training_job.name / "logs" / "algo-1.log").read_text()
@@ -91,7 +91,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert sorted(tar.getnames()) == ["final-algo-1.txt", "final-algo-2.txt"]
     assert (tmp_path / "ckpt" / "state-algo-2.json").exists()
-    assert not [w for w in description.get("Warnings", []) if "started again from step 0" in w]
+    assert not [w for w in description["Shipyard"].get("Warnings", []) if "started again from step 0" in w]
     # Billing, from the times the store measured: training time is the whole job, waits included; the
     # two attempts' running time is billed at the spot price, and the capacity wait between them is not.
     store = Store()
@@ -105,8 +105,8 @@ def test_interrupted_job_resumes_from_its_checkpoint(home, tmp_path):
     # Rounding is all the slack: whole seconds, savings to 0.1 %, dollars to 6 decimals.
     assert abs(description["TrainingTimeInSeconds"] - training) <= 0.5
     assert abs(description["BillableTimeInSeconds"] - running * 10.8 / 36.0) <= 0.5
-    assert abs(description["ManagedSpotTrainingSavings"] - (1 - running * 0.3 / training) * 100) <= 0.05
-    cost = description["Cost"]
+    assert abs(description["Shipyard"]["ManagedSpotTrainingSavings"] - (1 - running * 0.3 / training) * 100) <= 0.05
+    cost = description["Shipyard"]["Cost"]
     assert abs(cost["InstanceSeconds"] - 2 * running) <= 5e-4
     assert abs(cost["Amount"] - 2 * running * 0.003) <= 5e-7           # 10.8 $/h = 0.003 $/s
     assert abs(cost["OnDemandAmount"] - 2 * running * 0.01) <= 5e-7
@@ -121,7 +121,7 @@ def test_waiting_for_capacity_is_bounded_by_max_wait(home, tmp_path):
     assert time.monotonic() - started < 40
     description = est.latest_training_job.describe()
     assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted"]
 
 
 def test_cli_interrupt_of_one_host(home, tmp_path, wait_for_line):
@@ -138,7 +138,7 @@ def test_cli_interrupt_of_one_host(home, tmp_path, wait_for_line):
     assert done.returncode == 0, done.stderr
     description = job.wait(logs=False)
     assert description["TrainingJobStatus"] == "Completed"
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     statuses = [(t["Status"], t["StatusMessage"]) for t in description["SecondaryStatusTransitions"]]
     assert ("Starting", "Replacing algo-2; the other instances rejoin") in statuses
     assert [s for s, _ in statuses][-5:] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
@@ -157,7 +157,7 @@ def test_two_interruptions_in_a_row(home, tmp_path):
                 spot_simulation={"interruptions_at": [2.5, 2.5]})
     est.fit(logs=False)
     description = est.latest_training_job.describe()
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Interrupted", "Completed"]
     assert [t["Status"] for t in description["SecondaryStatusTransitions"]].count("Interrupted") == 2
     log = (Path(os.environ["SHIPYARD_HOME"]) / "jobs" / est.latest_training_job.name / "logs" / "algo-1.log").read_text()
     resumed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("resumed from step")]
@@ -179,7 +179,7 @@ def test_platform_failure_is_retried(home, tmp_path, wait_for_line):
                  if "shipyard.runtime.agent" in " ".join(p.cmdline()) and p.name() != "bwrap")
     agent.kill()  # an instance agent dying is the platform's failure, not the script's
     description = job.wait(logs=False)
-    attempts = description["Attempts"]
+    attempts = description["Shipyard"]["Attempts"]
     assert [a["Outcome"] for a in attempts] == ["Failed", "Completed"]
     assert "InternalServerError: algo-1" in attempts[0]["Reason"]
     assert any(t["StatusMessage"].startswith("Retrying after a platform failure")
@@ -195,7 +195,7 @@ def test_script_error_is_not_retried(home, tmp_path):
     est = Estimator(entry_point="train.py", source_dir=str(source), max_retry_attempts=2, stop_grace_seconds=5)
     with pytest.raises(UnexpectedStatusError, match="ValueError"):
         est.fit(logs=False)
-    assert [a["Outcome"] for a in est.latest_training_job.describe()["Attempts"]] == ["Failed"]
+    assert [a["Outcome"] for a in est.latest_training_job.describe()["Shipyard"]["Attempts"]] == ["Failed"]
 
 
 def test_a_restart_that_ignores_its_checkpoint_is_reported(home, tmp_path):
@@ -213,8 +213,8 @@ def test_a_restart_that_ignores_its_checkpoint_is_reported(home, tmp_path):
                 spot_simulation={"interruptions_at": [1.5]})
     est.fit(logs=False)
     description = est.latest_training_job.describe()
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
-    warnings = [w for w in description["Warnings"] if "started again from step 0" in w]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
+    warnings = [w for w in description["Shipyard"]["Warnings"] if "started again from step 0" in w]
     assert warnings == ["restored checkpoint 'state.txt', but no process on algo-1 read it before training; "
                         "the script probably started again from step 0"]
 
@@ -232,7 +232,7 @@ def test_interruption_during_channel_download(home, tmp_path, s3):
                 spot_simulation={"interruptions_at": [0.3]})
     est.fit({"train": f"{bucket}/train"}, logs=False)
     description = est.latest_training_job.describe()
-    assert [a["Outcome"] for a in description["Attempts"]] == ["Interrupted", "Completed"]
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert tar.extractfile("files.txt").read() == b"150"  # the new attempt has every object
     # What the first attempt finished downloading (its list of complete objects) the second linked, not
@@ -309,7 +309,7 @@ def test_killed_controller_is_taken_over_and_the_job_resumes(home, tmp_path, wai
     before = log.read_text()
     description = job.wait(logs=False)  # reading the job notices the dead controller and continues it
     assert description["TrainingJobStatus"] == "Completed"
-    attempts = description["Attempts"]
+    attempts = description["Shipyard"]["Attempts"]
     assert [a["Outcome"] for a in attempts] == ["Failed", "Completed"]
     assert "controller" in attempts[0]["Reason"] and attempts[1]["RestoredCheckpoint"]
     statuses = [(t["Status"], t["StatusMessage"]) for t in description["SecondaryStatusTransitions"]]
@@ -471,7 +471,7 @@ def test_interruption_during_checkpoint_upload_restores_the_last_complete_one(ho
     assert store.request_interrupt(job.name)
     description = job.wait(logs=False)
     assert description["TrainingJobStatus"] == "Completed"
-    attempts = description["Attempts"]
+    attempts = description["Shipyard"]["Attempts"]
     assert [a["Outcome"] for a in attempts] == ["Interrupted", "Completed"]
     assert attempts[1]["RestoredCheckpoint"] == "big.bin"
     # The interruption came while the second checkpoint's PUT was open, half sent and unanswered; the

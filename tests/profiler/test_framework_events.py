@@ -33,8 +33,8 @@ def recorder(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "0")
     made = []
 
-    def make(**framework) -> StepRecorder:
-        r = StepRecorder(str(tmp_path), framework)
+    def make(updates: str | None = None, **framework) -> StepRecorder:
+        r = StepRecorder(str(tmp_path), framework, updates)
         heartbeat.add_step_listener(r.on_step, before=r.phases.before_optimizer)
         r.phases.attach()
         r.dataloader.attach()
@@ -256,3 +256,29 @@ def test_default_options_cycle_the_cprofile_timer_over_steps_9_to_11(recorder, t
     assert sorted(python_spans(tmp_path)) == [9, 10, 11]
     assert len(glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")) == 6
     assert glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/000000005/*.pt.trace.json")
+
+
+def test_a_running_process_follows_updated_settings_from_its_next_step(recorder, tmp_path, monkeypatch):
+    """update_profiler() on a running job: the agent writes the new framework settings (null: off) to the
+    file the recorder looks at between steps; what profiled under the old settings stops there."""
+    from shipyard.runtime.profiler import steps
+
+    monkeypatch.setattr(steps, "UPDATE_CHECK_SECONDS", 0.0)
+    updates = tmp_path / "profiler-framework.json"
+    r = recorder(str(updates), start_step=2, num_steps=2,
+                 detailed_profiling_config={"start_step": 3, "num_steps": 100})
+    _train(4)                      # steps 1-4: timeline 2-3, torch.profiler from step 3 on
+    assert r.runners[0].running
+    updates.write_text(json.dumps({"start_step": 6, "num_steps": 2}))
+    _train(4)                      # read when step 5 ends: timeline 6-7, every option at 6-7
+    assert r.profile.start_step == 6 and [runner.option.start_step for runner in r.runners] == [6, 6]
+    updates.write_text("null")
+    _train(3)                      # read when step 9 ends: nothing more
+    assert r.profile is None and r.runners == [] and not r.timeline_on
+    r.close()
+    assert [s.step for s in ProfilerReader(str(tmp_path)).read().step_durations("algo-1")] == [2, 3, 6, 7]
+    # torch.profiler's first trace ended with the update (steps 3-5); the second covers 6-7.
+    traces = glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/*/algo-1-rank0.pt.trace.json")
+    assert sorted(path.split("/")[-2] for path in traces) == ["000000003", "000000006"]
+    profiled = glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")
+    assert sorted({os.path.basename(p).split("-")[1] for p in profiled}) == ["6", "7"]

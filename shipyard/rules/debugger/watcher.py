@@ -149,6 +149,9 @@ class DebuggerRulesWatcher:
             if not runner.fired and not runner.failed:
                 self.store.set_rule_status(self.job, KIND, runner.config.name, "NoIssuesFound", "")
 
+    def follow(self, spec) -> None:
+        """Debugger rules are fixed when the job starts (UpdateTrainingJob changes profiling only)."""
+
 
 def create(spec, job_dir, store):
     if not any(r.kind == KIND for r in spec.rules):

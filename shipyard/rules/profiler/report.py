@@ -262,9 +262,11 @@ def write_report(store, job: str) -> Path:
 
     record = store.get_job(job)
     spec = record.spec
-    if spec.profiler_config is None or spec.profiler_config.disable_profiler:
+    data = None
+    if spec.profiler_config is not None:   # turned off while it ran (disable_profiling()): what it recorded
+        data = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, spec.job_name)).read()
+    if data is None or (spec.profiler_config.disable_profiler and not data.nodes):
         raise ValidationError("job", job, "the job ran without profiling; give profiler_config=ProfilerConfig() to profile it")
-    data = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, spec.job_name)).read()
     path = store.job_dir(job) / "profiler-report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(spec, record, data, store.rule_statuses(job, "profiler")))

@@ -26,15 +26,32 @@ class ProfilerRulesWatcher:
 
     def __init__(self, spec, store) -> None:
         self.job, self.store = spec.job_name, store
-        self.rules = [r for r in spec.rules if r.kind == "profiler"]
+        self.rules, self.params = [], {}
         self.reader = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, spec.job_name))
-        self.params = {r.name: parse_parameters(r.rule, rule_module("profiler", r.rule).PARAMETERS, r.parameters)
-                       for r in self.rules}
         self.fired: set[str] = set()
         self.failed: set[str] = set()
         self.last_read = 0.0
-        for rule in self.rules:
-            store.set_rule_status(self.job, "profiler", rule.name, "InProgress")
+        self.follow(spec)
+
+    def follow(self, spec) -> None:
+        """The job's profiler rules: at start, and when its profiling is updated while it runs. Rules
+        added are evaluated from then on over all the data; profiling turned off stops the rules not yet
+        decided (Stopped), as SageMaker's disable_profiling turns them off."""
+        if spec.profiler_config is None or spec.profiler_config.disable_profiler:
+            for rule in self.rules:
+                if rule.name not in self.fired and rule.name not in self.failed:
+                    self.store.set_rule_status(self.job, "profiler", rule.name, "Stopped", "profiling was disabled")
+            self.rules = []
+            return
+        known = {r.name for r in self.rules}
+        for rule in spec.rules:
+            if rule.kind == "profiler" and rule.name not in known:
+                self.params[rule.name] = parse_parameters(rule.rule, rule_module("profiler", rule.rule).PARAMETERS,
+                                                          rule.parameters)
+                self.rules.append(rule)
+                self.fired.discard(rule.name)   # a name turned off before and given again starts afresh
+                self.failed.discard(rule.name)
+                self.store.set_rule_status(self.job, "profiler", rule.name, "InProgress")
 
     def _evaluate(self, final: bool) -> StopRequest | None:
         data, now, request = self.reader.read(operators=final), time.time(), None  # operators: end only
@@ -60,12 +77,14 @@ class ProfilerRulesWatcher:
         return request
 
     def poll(self) -> StopRequest | None:
-        if time.monotonic() - self.last_read < READ_SECONDS:
+        if not self.rules or time.monotonic() - self.last_read < READ_SECONDS:
             return None
         self.last_read = time.monotonic()
         return self._evaluate(final=False)
 
     def finish(self) -> None:
+        if not self.rules:
+            return
         self._evaluate(final=True)
         for rule in self.rules:
             if rule.rule == "ProfilerReport":

@@ -32,13 +32,18 @@ _SHARED = struct.Struct("<qq")  # (recording, step)
 
 class DataLoaderProfiler:
     def __init__(self, recorder, option=None) -> None:
-        self.r, self.option = recorder, option
-        regex = re.compile(option.metrics_regex if option is not None else ".*")
-        self.names = {n for n in (DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER) if regex.search(n)}
+        self.r = recorder
+        self.set_option(option)
         self.on = False
         self.shared = mmap.mmap(-1, _SHARED.size)  # anonymous and shared: forked workers see the updates
         self.originals: list[tuple[object, str, object]] = []
         self.worker = None  # this process's TraceWriter, in a worker process
+
+    def set_option(self, option) -> None:
+        """The DataloaderProfilingConfig (None: over the step timeline's range), also when it is updated."""
+        self.option = option
+        regex = re.compile(option.metrics_regex if option is not None else ".*")
+        self.names = {n for n in (DATALOADER_INIT, DATALOADER_ITER, DATALOADER_WORKER) if regex.search(n)}
 
     def step_starts(self, step: int, now: float) -> None:
         self.on = self.option.in_range(step, now) if self.option is not None else self.r.timeline_on

@@ -43,6 +43,7 @@ class SystemMonitor:
         """gpu_ids: the machine's GPUs given to this instance (its CUDA_VISIBLE_DEVICES), named gpu0, gpu1, ...
         as the instance sees them; None: every GPU of the machine."""
         self.root, self.node, self.interval = Path(root), node, interval_millis / 1000.0
+        self.sampling = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lines: list[str] = []
@@ -97,11 +98,20 @@ class SystemMonitor:
     def run(self) -> None:
         psutil.cpu_percent(percpu=True)  # the first call only sets the baseline
         psutil.cpu_times_percent(percpu=True)
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(self.interval):   # read each time: `follow` may change it
+            if not self.sampling:
+                continue
             try:
                 self.sample()
             except Exception:
                 pass  # monitoring must never disturb the job; a gap in the data is visible in the report
+
+    def follow(self, interval_millis: int | None) -> None:
+        """The job's profiling changed while it runs: a new interval, or (None) no samples until it is
+        turned on again. The same monitor goes on, so its current file keeps the samples it has."""
+        self.sampling = interval_millis is not None
+        if interval_millis is not None:
+            self.interval = interval_millis / 1000.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="shipyard-system-monitor", daemon=True)

@@ -9,6 +9,9 @@ loading, forward and backward; step 1 (whose start is not known) is not recorded
 - the DataLoader's events, in the main process and in its workers (shipyard/runtime/profiler/dataloader.py);
 - torch.profiler traces (detailed.py) and Python profiles (python_profiler.py) over their options' steps.
 
+When the job's profiling is updated while it runs (control/profiling.py), the agent writes the new
+settings to FRAMEWORK_FILE, which the recorder follows from the next step.
+
 Events are written as SageMaker's Chrome trace files (framework/pevents/<YYYYMMDDHH>/
 <end_ts_us>_<node>-rank<r>_model_timeline.json), a new file every file_close_interval seconds or
 file_max_size bytes and at exit; each is written whole and renamed into place."""
@@ -18,6 +21,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 
@@ -94,13 +98,18 @@ class RangeRunner:
             self.profiler.stop(step, now)
 
 
+# How often a training process looks whether the job's profiling was updated (at a step's end), and the
+# file in the instance directory it looks at: the agent writes it then (runtime/profiler/agent.py).
+UPDATE_CHECK_SECONDS = 1.0
+FRAMEWORK_FILE = "profiler-framework.json"
+
+
 class StepRecorder:
-    def __init__(self, root: str, framework: dict) -> None:
+    def __init__(self, root: str, framework: dict, updates: str | None = None) -> None:
+        """updates: FRAMEWORK_FILE's path; what it holds once written is followed from the next step."""
         from shipyard.contract.rank import process_rank
         from shipyard.runtime.profiler.dataloader import DataLoaderProfiler
-        from shipyard.runtime.profiler.detailed import DetailedProfiler
         from shipyard.runtime.profiler.phases import Phases
-        from shipyard.runtime.profiler.python_profiler import PythonProfiler
         from shipyard.spec.profiler import FrameworkProfile
 
         self.root, self.profile = root, FrameworkProfile(**framework)
@@ -112,22 +121,64 @@ class StepRecorder:
         self.eval_steps = 0
         self.last = 0.0  # where the next step starts (the last step of any mode ended); 0: not known yet
         self.timeline_on = False
-        options = self.profile.options()
+        self.phases = Phases(self)
+        self.dataloader = DataLoaderProfiler(self)
+        self.updates, self.checked = updates, time.time()
+        self.seen = self._mtime()   # a file already there is what `framework` says (a restarted process)
+        self._configure(self.profile)
+        self._ranges(1, time.time())
+
+    def _configure(self, profile) -> None:
+        """The profilers of `profile`'s options (None: framework metrics off)."""
+        from shipyard.runtime.profiler.detailed import DetailedProfiler
+        from shipyard.runtime.profiler.python_profiler import PythonProfiler
+
+        self.profile = profile
+        options = profile.options() if profile is not None else {}
         self.runners = []
         self.python = None  # the Python profiler, told where each step's forward pass ends
         if "detailed" in options:
-            self.runners.append(RangeRunner(options["detailed"], DetailedProfiler(root, self.node, self.rank)))
+            self.runners.append(RangeRunner(options["detailed"], DetailedProfiler(self.root, self.node, self.rank)))
         if "python" in options:
-            self.python = PythonProfiler(root, self.node, options["python"])
+            self.python = PythonProfiler(self.root, self.node, options["python"])
             self.runners.append(RangeRunner(options["python"], self.python))
-        self.phases = Phases(self)
-        self.dataloader = DataLoaderProfiler(self, self.profile.dataloader_profiling_config)
-        self._ranges(1, time.time())
+        self.dataloader.set_option(profile.dataloader_profiling_config if profile is not None else None)
+
+    def _mtime(self) -> int:
+        try:
+            return os.stat(self.updates).st_mtime_ns if self.updates else 0
+        except OSError:
+            return 0
+
+    def _follow_updates(self, now: float) -> None:
+        """Between steps: the job's profiling was updated. What profiles stops at this step's end; the
+        new ranges count steps from the start, as SageMaker's do."""
+        if now - self.checked < UPDATE_CHECK_SECONDS:
+            return
+        self.checked = now
+        mtime = self._mtime()
+        if mtime == self.seen:
+            return
+        self.seen = mtime
+        from shipyard.spec.profiler import FrameworkProfile
+
+        try:
+            with open(self.updates) as f:
+                framework = json.load(f)
+            profile = FrameworkProfile(**framework) if framework is not None else None
+        except Exception as exc:   # profiling never stops the script: the settings in force stay
+            print(f"shipyard: profiling update not applied: {exc}", file=sys.stderr)
+            return
+        for runner in self.runners:
+            if runner.running:
+                runner.running = False
+                runner.profiler.stop(self.step_num, now)
+        self._configure(profile)
 
     def _ranges(self, step: int, now: float) -> None:
         """What records during this step: decided once, when it starts (after the runners'), so each hook
         checks one flag."""
-        self.timeline_on = self.profile.in_range(step, now)
+        self.timeline_on = self.profile is not None and self.profile.in_range(step, now)
         # Until step 1 starts, the forward hooks are on to see it start (the first forward in training mode);
         # in a Python-profiled step, to see its forward end.
         python_on = self.python is not None and self.python.profiling
@@ -155,6 +206,7 @@ class StepRecorder:
             self.timeline.add(f"{STEP_PREFIX}TRAIN", self.last, now, self.step_num)
         for runner in self.runners:
             runner.step_ends(self.step_num, now)
+        self._follow_updates(now)
         self.step_starts(now)
         self.timeline.rotate_if_due(now)
         # The next step starts now: a profiler's start and stop (torch.profiler's first start takes
@@ -185,7 +237,9 @@ def install() -> None:
     from shipyard.runtime import heartbeat
     from shipyard.runtime.import_hooks import after_import
 
-    recorder = StepRecorder(os.environ["SHIPYARD_PROFILER_DIR"], json.loads(os.environ["SHIPYARD_PROFILER_FRAMEWORK"]))
+    updates = os.path.join(os.environ["SHIPYARD_INSTANCE_DIR"], FRAMEWORK_FILE)
+    recorder = StepRecorder(os.environ["SHIPYARD_PROFILER_DIR"], json.loads(os.environ["SHIPYARD_PROFILER_FRAMEWORK"]),
+                            updates)
     heartbeat.add_step_listener(recorder.on_step, before=recorder.phases.before_optimizer)
     after_import("torch.nn.modules.module", recorder.phases.attach)
     after_import("torch.utils.data.dataloader", recorder.dataloader.attach)

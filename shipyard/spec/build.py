@@ -3,7 +3,7 @@ the value, the fix."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict
@@ -32,11 +32,23 @@ def as_validation_error(exc: pydantic.ValidationError, model: type, field: str =
 
 
 class UserModel(BaseModel):
-    """Frozen, no unknown fields, and a wrong value raises shipyard's ValidationError when it is made."""
+    """Frozen, no unknown fields, and a wrong value raises shipyard's ValidationError when it is made.
+    Arguments are by name, except those POSITIONAL names: a class SageMaker's SDK has takes its
+    positional arguments in SageMaker's order (`CollectionConfig("losses")`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    POSITIONAL: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, *args: Any, **values: Any) -> None:
+        name = type(self).__name__
+        if len(args) > len(self.POSITIONAL):
+            by_position = f" ({', '.join(self.POSITIONAL)})" if self.POSITIONAL else ""
+            raise TypeError(f"{name}() takes {len(self.POSITIONAL)} positional arguments{by_position}; "
+                            f"{len(args)} were given: give the others by name")
+        for field, value in zip(self.POSITIONAL, args):
+            if field in values:
+                raise TypeError(f"{name}() got {field!r} both by position and by name")
+            values[field] = value
         try:
             super().__init__(**values)
         except pydantic.ValidationError as exc:

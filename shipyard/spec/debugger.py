@@ -5,6 +5,7 @@ and bad values (a save_interval of 0, a regex that does not compile) name the fi
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from pydantic import Field, model_validator
 
@@ -60,6 +61,7 @@ def check_parameters(where: str, parameters: dict[str, str], own_keys: tuple[str
 class CollectionConfig(UserModel):
     """A built-in collection to tune, or a new one (which needs an include_regex)."""
 
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("name", "parameters")
     name: str = Field(min_length=1, max_length=256)
     parameters: dict[str, str] = Field(default_factory=dict)
 
@@ -82,6 +84,7 @@ class TensorBoardOutputConfig(UserModel):
     """SageMaker's TensorBoardOutputConfig: what the script writes under `container_local_output_path` is
     synced to `<s3_output_path>/<job>/tensorboard-output/` while the job runs."""
 
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("s3_output_path", "container_local_output_path")
     s3_output_path: str = Field(min_length=1)
     container_local_output_path: str = TENSORBOARD_LOCAL_PATH
 
@@ -90,6 +93,8 @@ class TensorBoardOutputConfig(UserModel):
 
 
 class DebuggerHookConfig(UserModel):
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("s3_output_path", "container_local_output_path", "hook_parameters",
+                                             "collection_configs")
     s3_output_path: str | None = None  # default: the job's output path; <job>/debug-output/ is appended
     container_local_output_path: str = LOCAL_PATH
     hook_parameters: dict[str, str] = Field(default_factory=dict)

@@ -99,6 +99,8 @@ class _ProfilingOption(_Range):
     API_NAME: ClassVar[str]
     DEFAULT_START_STEP: ClassVar[int]
     DEFAULT_NUM_STEPS: ClassVar[int] = 1
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("start_step", "num_steps", "start_unix_time", "duration",
+                                             "profile_default_steps")
     profile_default_steps: bool = False
 
     @model_validator(mode="before")
@@ -133,6 +135,7 @@ class DataloaderProfilingConfig(_ProfilingOption):
 
     API_NAME: ClassVar[str] = "DataloaderProfilingConfig"
     DEFAULT_START_STEP: ClassVar[int] = 7
+    POSITIONAL: ClassVar[tuple[str, ...]] = (*_ProfilingOption.POSITIONAL, "metrics_regex")
     metrics_regex: str = ".*"
 
     @field_validator("metrics_regex")
@@ -156,6 +159,7 @@ class PythonProfilingConfig(_ProfilingOption):
     API_NAME: ClassVar[str] = "PythonProfilingConfig"
     DEFAULT_START_STEP: ClassVar[int] = 9
     DEFAULT_NUM_STEPS: ClassVar[int] = 3
+    POSITIONAL: ClassVar[tuple[str, ...]] = (*_ProfilingOption.POSITIONAL, "python_profiler", "cprofile_timer")
     python_profiler: str = "cprofile"
     cprofile_timer: str = "total_time"
 
@@ -234,6 +238,9 @@ class ProfilerConfig(UserModel):
     """`profiler_config=` of an estimator. System monitoring runs at system_monitor_interval_millis;
     framework metrics (step times) only with framework_profile_params."""
 
+    # SageMaker's fourth, profile_params (its Profiler v2, not built here), must be given by name.
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("s3_output_path", "system_monitor_interval_millis",
+                                             "framework_profile_params")
     s3_output_path: str | None = None  # default: <output_path>/<job>/profiler-output/
     system_monitor_interval_millis: int = DEFAULT_INTERVAL_MILLIS
     framework_profile_params: FrameworkProfile | None = None

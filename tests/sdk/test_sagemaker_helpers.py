@@ -107,3 +107,42 @@ def test_without_hook_or_profiling_the_paths_are_none(home, script):
     assert described["RoleArn"] == "arn:aws:iam::111122223333:role/trainer"
     assert described["VpcConfig"] == {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}
     assert described["ResourceConfig"]["VolumeSizeInGB"] == 100
+
+
+# SageMaker's own positional order (sagemaker 2.232.0, sagemaker/debugger/*.py), as facts: shipyard's
+# classes of the same names take their positional arguments in it, and the rest by name.
+SAGEMAKER_POSITIONAL = {
+    "CollectionConfig": ("name", "parameters"),
+    "DebuggerHookConfig": ("s3_output_path", "container_local_output_path", "hook_parameters", "collection_configs"),
+    "TensorBoardOutputConfig": ("s3_output_path", "container_local_output_path"),
+    # then profile_params (SageMaker's Profiler v2), not built here
+    "ProfilerConfig": ("s3_output_path", "system_monitor_interval_millis", "framework_profile_params"),
+    "DetailedProfilingConfig": ("start_step", "num_steps", "start_unix_time", "duration", "profile_default_steps"),
+    "DataloaderProfilingConfig": ("start_step", "num_steps", "start_unix_time", "duration", "profile_default_steps",
+                                  "metrics_regex"),
+    "PythonProfilingConfig": ("start_step", "num_steps", "start_unix_time", "duration", "profile_default_steps",
+                              "python_profiler", "cprofile_timer"),
+}
+
+
+def test_sdk_classes_take_sagemaker_s_positional_arguments():
+    import shipyard.debugger
+    import shipyard.profiler
+
+    for name, order in SAGEMAKER_POSITIONAL.items():
+        cls = getattr(shipyard.debugger, name, None) or getattr(shipyard.profiler, name)
+        assert cls.POSITIONAL == order, name
+    # as SageMaker's examples write them
+    hook = DebuggerHookConfig("s3://bucket/debug", collection_configs=[CollectionConfig("losses", {"save_interval": "5"})])
+    assert hook.collection_configs[0].parameters == {"save_interval": "5"}
+    from shipyard.profiler import DetailedProfilingConfig, PythonProfilingConfig
+
+    assert ProfilerConfig("s3://bucket/prof", 100).system_monitor_interval_millis == 100
+    assert DetailedProfilingConfig(5, 2).num_steps == 2
+    assert PythonProfilingConfig(9, 3, None, None, False, "pyinstrument").python_profiler == "pyinstrument"
+    with pytest.raises(TypeError, match=r"ProfilerConfig\(\) takes 3 positional arguments \(s3_output_path, "):
+        ProfilerConfig("s3://b/p", 500, None, None)
+    with pytest.raises(TypeError, match=r"CollectionConfig\(\) got 'name' both by position and by name"):
+        CollectionConfig("losses", name="weights")
+    with pytest.raises(ValidationError, match="system_monitor_interval_millis"):
+        ProfilerConfig("s3://bucket/prof", 300)   # checked as if given by name

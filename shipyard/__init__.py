@@ -12,9 +12,10 @@ __version__ = "0.1.0"
 
 from shipyard.lazy import exports
 
-__all__ = ["Estimator", "FileSystemInput", "InstanceGroup", "ShuffleConfig", "TrainingInput", "TrainingJob"]
+__all__ = ["Estimator", "FileSystemInput", "InstanceGroup", "ShuffleConfig", "TrainingInput", "TrainingJob", "plan"]
 __getattr__ = exports(__name__, {
     "Estimator": "shipyard.sdk.estimator:Estimator", "TrainingInput": "shipyard.sdk.inputs:TrainingInput",
     "FileSystemInput": "shipyard.sdk.inputs:FileSystemInput", "ShuffleConfig": "shipyard.sdk.inputs:ShuffleConfig",
     "TrainingJob": "shipyard.sdk.job:TrainingJob", "InstanceGroup": "shipyard.instance_group:InstanceGroup",
+    "plan": "shipyard.sdk.plan:plan",
 })

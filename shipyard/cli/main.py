@@ -485,3 +485,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+from shipyard.cli.plan import plan  # noqa: E402  (light, as tuning's)
+
+cli.add_command(plan)

@@ -32,6 +32,11 @@ class InstanceType(BaseModel):
     gpu_memory_gib: float | None = Field(default=None, ge=0)  # per GPU
     on_demand_usd_per_hour: float = Field(default=0, ge=0)
     spot_usd_per_hour: float = Field(default=0, ge=0)
+    # For the planner (docs/planner.md); the packaged file says where each figure comes from.
+    gpu_tflops: float | None = Field(default=None, gt=0)   # per GPU, dense FP16/BF16 tensor
+    gpu_link_gbytes_per_s: float | None = Field(default=None, gt=0)   # between the instance's GPUs
+    network_gbps: float | None = Field(default=None, gt=0)   # between instances
+    spot_interruptions_per_hour: float = Field(default=0, ge=0)   # per instance
 
 
 def _read_entries(text: str, source: str) -> dict[str, dict[str, Any]]:

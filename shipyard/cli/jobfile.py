@@ -313,6 +313,7 @@ class RunOptions:
     stop_grace_seconds: float | None = None
     use_spot_instances: bool | None = None
     max_wait: int | None = None
+    max_cost: float | None = None
     checkpoint_s3_uri: str | None = None
     spot_without_checkpoints: bool | None = None
     max_retry_attempts: int | None = None
@@ -351,6 +352,7 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         "max_run": options.max_run, "base_job_name": options.base_job_name,
         "oversubscribe": options.oversubscribe, "stop_grace_seconds": options.stop_grace_seconds,
         "use_spot_instances": options.use_spot_instances, "max_wait": options.max_wait,
+        "max_cost": options.max_cost,
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
         "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
         "spot_without_checkpoints": options.spot_without_checkpoints, "follow_symlinks": options.follow_symlinks,

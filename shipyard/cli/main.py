@@ -124,6 +124,8 @@ Examples:
 @click.option("--use-spot-instances/--no-use-spot-instances", default=None,
               help="Managed spot training: interruptions restart the job from its checkpoints.")
 @click.option("--max-wait", type=int, help="Spot: seconds of waiting for capacity plus running.")
+@click.option("--max-cost", type=float, metavar="USD",
+              help="A budget: the job is stopped before it would cost more (docs/planner.md).")
 @click.option("--checkpoint-s3-uri", help="Where /opt/ml/checkpoints is restored from and synced to.")
 @click.option("--spot-without-checkpoints/--no-spot-without-checkpoints", default=None,
               help="Spot without --checkpoint-s3-uri: accept restarting from scratch after interruptions.")
@@ -149,7 +151,7 @@ def run(ctx: click.Context, target: str, detach: bool, dry_run: bool, as_json: b
     estimator = jobfile.make_estimator(request)
     inputs = jobfile.fit_inputs(request)
     if dry_run:
-        _print_plan(estimator.plan(inputs, job_name=request.job_name), as_json)
+        _print_plan(estimator.plan(inputs, job_name=request.job_name), estimator.expected_cost(), as_json)
         return
     # fit(wait=False) then wait, rather than fit(wait=True): the job's name is shown before its logs.
     estimator.fit(inputs, wait=False, job_name=request.job_name)
@@ -195,17 +197,18 @@ def plan_json(launches: list) -> dict:
     }
 
 
-def _print_plan(launches: list, as_json: bool) -> None:
+def _print_plan(launches: list, expected_cost: str, as_json: bool) -> None:
     import shlex
 
     plan = plan_json(launches)
     if as_json:
-        click.echo(json.dumps(plan, indent=2))
+        click.echo(json.dumps({**plan, "expected_cost": expected_cost}, indent=2))
         return
     problem = plan["instances"][0]["sandbox_problem"] if plan["instances"] else None
     if problem:
         _show_warning(f"instances would run without a sandbox: {problem}", UserWarning, "", 0)
     click.echo(f"job {plan['job_name']}: {len(plan['instances'])} instance(s); dry run, nothing started")
+    click.echo(expected_cost)
     for item in plan["instances"]:
         click.echo(click.style(f"\n{item['host']}", bold=True) + f"  (launcher {item['launcher']})")
         click.echo(f"  command:     {shlex.join(item['command'])}")

@@ -43,6 +43,7 @@ FAILURE_GRACE_SECONDS = 10.0
 # broke): the controller waits this long for the instance that failed for a reason of its own.
 CAUSE_WAIT_SECONDS = 2.0
 HANG_CHECK_SECONDS = 2.0
+BUDGET_MARGIN_SECONDS = 1.0  # with max_cost: a poll and the instances' exit, besides the stop's grace
 WATCH_SECONDS = 2.0         # how often rules (control/watchers.py) look at what is new
 
 
@@ -110,6 +111,7 @@ class JobController:
         self.run_seconds = 0.0    # running time of the attempts before this one (max_run covers them all)
         self.log_offsets: dict[str, int] = {}   # where a controller taking over starts reading host logs
         self.watchers: list = []
+        self.cost_rate = 0.0         # USD per second of running, when the job has a budget (max_cost)
         self.spec_version = 0        # the spec's updates passed on to the instances (_follow_updates)
         self.last_update_check = 0.0
         self.ending: Decision | None = None   # what ends the job (FAILING, STOPPING)
@@ -152,6 +154,10 @@ class JobController:
             self.store.update_job(self.name, training_start_time=self.started_at)
         self._pool_started()
         self.spot = SpotSimulator(self.spec)
+        if self.spec.max_cost is not None:
+            from shipyard.control.billing import prices, rate
+
+            self.cost_rate = rate(self.spec, prices())
         self.watchers = start_watchers(self.spec, self.job_dir, self.store)
         self.last_watch = 0.0
         self.scrapers = [
@@ -341,17 +347,35 @@ class JobController:
 
         reason = self.ending.reason if isinstance(self.ending, Fail) else None
         up = all(i.started for i in self.instances)
-        if up and keeps_pool(self.state.name, reason):
+        affordable = self._affordable_keep_alive()
+        if up and keeps_pool(self.state.name, reason) and affordable >= 1:
             for instance in self.instances:
                 instance.detach()
             if not self.claimed:
                 self.pools.set_members(self.pool, {i.host: i.member() for i in self.instances})
             pool = self.pools.keep(self.name)
-            self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for "
-                                 f"{self.spec.keep_alive_period_in_seconds} s")
+            kept = self.spec.keep_alive_period_in_seconds
+            if affordable < kept:
+                self.pools.update_keep_alive(self.name, affordable)
+                self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for {affordable} s, not "
+                                     f"{kept}: what max_cost ${self.spec.max_cost:,.2f} leaves pays for no more")
+            else:
+                self.store.add_event(self.name, "info", f"warm pool {pool.name} kept for {kept} s")
             return
+        if up and affordable < 1:
+            reason = reason or f"max_cost ${self.spec.max_cost:,.2f} leaves nothing to pay for its retention"
         reason = (reason or self.state.name) if up else "its instances were not up yet"
         self._drop_pool(f"not kept after job {self.name}: {reason.splitlines()[0]}")
+
+    def _affordable_keep_alive(self) -> int:
+        """The pool's retention is billed to the job: with max_cost, only as long as the budget left after
+        the job's running cost pays for."""
+        if self.spec.max_cost is None:
+            return self.spec.keep_alive_period_in_seconds
+        from shipyard.control.billing import keep_alive_within, prices
+
+        return int(min(keep_alive_within(self.spec, self.cost_rate * self.run_seconds, prices()),
+                       self.spec.keep_alive_period_in_seconds))
 
     def _drop_pool(self, reason: str) -> None:
         """End the pool; instances this controller started stop now (the next attempt starts cold)."""
@@ -431,7 +455,10 @@ class JobController:
         if stop := self._watchers_ask_to_stop():
             return stop
         elapsed = time.monotonic() - self.attempt_clock
-        timeout = policies.timeouts(self.spec, self.run_seconds + elapsed, time.time() - self.first_started_at)
+        running = self.run_seconds + elapsed
+        timeout = (policies.timeouts(self.spec, running, time.time() - self.first_started_at)
+                   or policies.budget(self.spec, self.cost_rate * running, self.cost_rate,
+                                      self.spec.stop_grace_seconds + BUDGET_MARGIN_SECONDS))
         return (timeout or self._hang(elapsed)
                 or policies.interruption(self.store.take_interrupt_request(self.name), self.interrupt_at, elapsed))
 

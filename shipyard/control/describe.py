@@ -36,19 +36,12 @@ def describe(store: Store, name: str) -> dict:
 
 
 def describe_record(store: Store, record: JobRecord) -> dict:
-    from shipyard.control.billing import billing
-    from shipyard.errors import ValidationError
-    from shipyard.spec.catalog import get_instance_type
+    from shipyard.control.billing import billing, prices
 
     spec = record.spec
     end = record.training_end_time
     attempts = store.attempts(spec.job_name)
-    def priced(name: str):
-        try:
-            return get_instance_type(name)
-        except ValidationError:  # a type since removed from the user's catalog: no price
-            return None
-
+    priced = prices()
     instance_type = priced(spec.instance_type)
     costs = billing(spec, record.training_start_time, end, attempts, priced)
     own = {key: costs.pop(key) for key in OWN_BILLING if key in costs}

@@ -1,5 +1,5 @@
-"""The controller's policies that look at the clock and the job's requests: max_run and max_wait, spot
-interruptions (scheduled by the simulator or requested), hangs. Each returns a decision (decisions.py)
+"""The controller's policies that look at the clock and the job's requests: max_run and max_wait, the
+budget (max_cost), spot interruptions (scheduled by the simulator or requested), hangs. Each returns a decision (decisions.py)
 or None; the controller acts."""
 
 from __future__ import annotations
@@ -20,6 +20,15 @@ def timeouts(spec, run_seconds: float, since_first_start: float) -> Stop | None:
     if run_seconds > spec.max_run:
         return Stop("MaxRuntimeExceeded", f"MaxRuntimeInSeconds {spec.max_run} exceeded")
     return max_wait_spent(spec, since_first_start)
+
+
+def budget(spec, cost: float, rate: float, stopping_seconds: float) -> Stop | None:
+    """max_cost: stop while the job's cost, with what stopping it takes (`stopping_seconds` of running at
+    `rate` USD per second), stays within the budget."""
+    if spec.max_cost is not None and cost + rate * stopping_seconds >= spec.max_cost:
+        return Stop("Stopped", f"Budget reached: max_cost ${spec.max_cost:,.2f} (the job has cost ${cost:,.4f}; "
+                               f"stopping it takes up to {stopping_seconds:g} s more at ${rate * 3600:,.4f} per hour)")
+    return None
 
 
 def interruption(requested: str | None, scheduled_after: float | None, elapsed: float) -> Interrupt | None:

@@ -32,6 +32,7 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> 
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
             transfer.upload_file(pack(Path(tmp)), spec.source_uri)
     store.create_job(spec)
+    _say_expected_cost(store, spec)
     try:
         write_plan(spec, store.job_dir(spec.job_name), launches)
         # A warm pool takes the job now; its controller adopts the connections (no queue: the pool's
@@ -45,3 +46,12 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> 
         store.update_job(spec.job_name, failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}")
         store.transition(spec.job_name, "Failed", "Failed", "the job could not be started")
         raise
+
+
+def _say_expected_cost(store, spec: JobSpec) -> None:
+    """Before anything runs, what the job costs per hour (and what its budget buys), when it has a price."""
+    from shipyard.control.billing import expectation, prices, rate
+
+    priced = prices()
+    if spec.max_cost is not None or rate(spec, priced) > 0:
+        store.add_event(spec.job_name, "info", expectation(spec, priced))

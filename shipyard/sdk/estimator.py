@@ -89,8 +89,23 @@ class EstimatorBase:
         for group in self.instance_groups:
             get_instance_type(group.instance_type)
         get_instance_type(self.instance_type)
+        if self.max_cost is not None:
+            self._check_budget()
         self._check_launchers()
         self._check_framework_version()
+
+    def _check_budget(self) -> None:
+        """A budget on instances without a price would never stop the job."""
+        from shipyard.spec.catalog import get_instance_type
+
+        if isinstance(self.max_cost, bool) or not isinstance(self.max_cost, (int, float)) or not self.max_cost > 0:
+            raise ValidationError("max_cost", self.max_cost, "must be a positive number of USD")
+        types = [g.instance_type for g in self.instance_groups] or [self.instance_type]
+        price = "spot_usd_per_hour" if self.use_spot_instances else "on_demand_usd_per_hour"
+        if not any(getattr(get_instance_type(name), price) for name in types):
+            raise ValidationError("max_cost", self.max_cost, f"{', '.join(types)} has no {price} in the catalog, so "
+                                  "a budget would never stop the job; give its price in "
+                                  "$SHIPYARD_HOME/instance_types.yaml (docs/planner.md) or leave max_cost out")
 
     def _check_launchers(self) -> None:
         from shipyard.runtime.launchers import REGISTRY
@@ -309,6 +324,14 @@ class EstimatorBase:
         store = self._store()
         spec = self._spec(inputs, job_name, store)
         return plan_job(spec, store.job_dir(spec.job_name))
+
+    def expected_cost(self) -> str:
+        """What a job of this estimator costs per hour, at most in max_run, and what max_cost buys (the
+        catalog's prices; shipyard's own, said by fit() and `run --dry-run` too)."""
+        from shipyard.control.billing import expectation, prices
+
+        store = self._store()
+        return expectation(self._spec(None, None, store), prices())
 
     def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
             experiment_config: Any = None) -> None:

@@ -37,8 +37,25 @@ class TrainingJob:
         if not 0 <= keep_alive_period_in_seconds <= MAX_KEEP_ALIVE:
             raise ValidationError("keep_alive_period_in_seconds", keep_alive_period_in_seconds,
                                   f"must be 0-{MAX_KEEP_ALIVE} seconds; 0 releases the warm pool")
+        self._check_budget(keep_alive_period_in_seconds)
         reconcile_pools(self.store)
         PoolStore(self.store).update_keep_alive(self.name, keep_alive_period_in_seconds)
+
+    def _check_budget(self, keep_alive: int) -> None:
+        """A warm pool's retention is billed to its job: no longer than its max_cost pays for."""
+        from shipyard.control.billing import keep_alive_within, prices
+        from shipyard.control.describe import OWN
+        from shipyard.errors import ValidationError
+
+        spec = self.store.get_job(self.name).spec
+        if spec.max_cost is None:
+            return
+        cost = self.describe()[OWN].get("Cost", {})
+        running = cost.get("Amount", 0.0) - cost.get("WarmPoolRetainedAmount", 0.0)
+        affordable = int(keep_alive_within(spec, running, prices()))
+        if keep_alive > affordable:
+            raise ValidationError("keep_alive_period_in_seconds", keep_alive, f"max_cost ${spec.max_cost:,.2f} "
+                                  f"leaves ${spec.max_cost - running:,.4f}: at most {affordable} s of warm pool")
 
     def enable_default_profiling(self):
         """System metrics every 500 ms and the ProfilerReport rule, on the running job (control/profiling.py)."""

@@ -106,7 +106,7 @@ def _print_event(console: Console, event: dict, last_progress: dict[str, float])
         console.print(f"[dim]{event['host']} {escape(message)} bytes[/dim]", highlight=False)
     elif kind == "upload":
         console.print(f"[dim]uploaded {escape(message)}[/dim]", highlight=False)
-    elif kind in ("checkpoint", "info") and message.startswith(("restored", "checkpoint")):
+    elif kind in ("checkpoint", "info") and message.startswith(("restored", "checkpoint", "expected cost")):
         console.print(f"[dim]{event['host'] or ''} {escape(message)}[/dim]", highlight=False)
     elif kind == "warning":
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)

@@ -188,6 +188,9 @@ class JobSpec(UserModel):
     tags: tuple[dict[str, str], ...] = ()
     use_spot_instances: bool = False
     max_wait: int | None = Field(default=None, ge=1)
+    # USD the job may cost (its instances' running time at the catalog's prices, spot's when spot, and a
+    # warm pool's retained time): it is stopped before it would cost more (docs/planner.md, Budgets).
+    max_cost: float | None = Field(default=None, gt=0)
     checkpoint_s3_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
     max_retry_attempts: int = Field(default=0, ge=0, le=30)

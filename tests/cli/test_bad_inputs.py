@@ -47,6 +47,9 @@ REFUSED = [
     # heterogeneous clusters (issue 18)
     ("groups-and-instance-type", "instance_groups:\n  - {instance_group_name: a, instance_type: local, instance_count: 1}\n",
      ["--instance-type", "local"], r"instance_type='local': cannot be combined with instance_groups"),
+    ("budget-without-price", None, ["--max-cost", "10"], r"max_cost=10.0: local has no on_demand_usd_per_hour in the "
+     r"catalog, so a budget would never stop the job"),
+    ("budget-negative", "max_cost: -1\n", [], r"max_cost=-1.0: must be a positive number of USD"),
     ("group-malformed", None, ["--instance-group", "train=local"], r"--instance-group='train=local': use NAME=INSTANCE_TYPE:COUNT"),
     ("group-names-repeated", None, ["--instance-group", "a=local:1", "--instance-group", "a=local:1"],
      r"instance_groups=\['a'\]: group names must be unique"),

@@ -84,6 +84,21 @@ def test_warnings_print_as_warning(runner, home, tmp_path, monkeypatch):
     json.loads(result.stdout)
 
 
+def test_dry_run_says_the_expected_cost(runner, home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "instance_types.yaml").write_text("ml.test.priced:\n  vcpus: 1\n  memory_gib: 1\n  gpus: 0\n"
+                                              "  on_demand_usd_per_hour: 3.6\n  spot_usd_per_hour: 1.08\n")
+    (tmp_path / "train.py").write_text("print('x')\n")
+    args = ["run", "train.py", "--instance-type", "ml.test.priced", "--instance-count", "2", "--max-run", "3600",
+            "--max-cost", "1.5", "--dry-run"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert ("expected cost: $7.2000 per hour (2 x ml.test.priced, on demand); at most $7.20 in max_run (60 min); "
+            "max_cost $1.50 buys 12 min, then the job is stopped") in result.stdout
+    assert json.loads(runner.invoke(cli, [*args, "--json"]).stdout)["expected_cost"].startswith("expected cost: $7.2")
+
+
 def test_dry_run_json_for_two_torch_distributed_instances(runner, home, tmp_path, monkeypatch):
     from shipyard.backends.sandbox import bwrap_problem
 

@@ -352,6 +352,37 @@ def test_timeouts():
     assert policies.timeouts(_spec(max_run=10), run_seconds=5, since_first_start=10 ** 6) is None
 
 
+def test_budget():
+    # 0.01 USD a second; stopping takes 2 s more: stop once the cost reaches 1.00 - 0.02
+    budgeted = _spec(max_cost=1.0)
+    assert policies.budget(budgeted, cost=0.97, rate=0.01, stopping_seconds=2) is None
+    assert policies.budget(budgeted, cost=0.98, rate=0.01, stopping_seconds=2) == Stop(
+        "Stopped", "Budget reached: max_cost $1.00 (the job has cost $0.9800; stopping it takes up to 2 s more "
+                   "at $36.0000 per hour)")
+    assert policies.budget(_spec(), cost=10 ** 6, rate=1.0, stopping_seconds=2) is None
+
+
+def test_a_job_is_stopped_before_its_cost_would_pass_max_cost(job, home):
+    """The controller prices the running attempt from the catalog; 2 instances at 36 USD/h each are
+    0.02 USD a second, and stopping takes the grace (1 s) and a margin (1 s) more."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "instance_types.yaml").write_text("ml.test.priced:\n  vcpus: 1\n  memory_gib: 1\n  gpus: 0\n"
+                                              "  on_demand_usd_per_hour: 36\n  spot_usd_per_hour: 10.8\n")
+    controller, backend = job(instance_type="ml.test.priced", max_cost=1.0)
+    assert controller.cost_rate == pytest.approx(0.02)
+    controller.attempt_clock -= 45   # 45 s: $0.90, and $0.04 to stop
+    assert controller.step() is State.RUNNING
+    controller.attempt_clock -= 3    # 48 s: $0.96 + $0.04 reaches the budget
+    assert _steps(controller, State.STOPPED) == [State.STOPPING, State.STOPPED]
+    assert all(i.terminated for i in backend.started)
+    record = controller.store.get_job("job")
+    assert (record.status, record.secondary_status) == ("Stopped", "Stopped")
+    assert record.transitions[-1].message.startswith("Budget reached: max_cost $1.00 (the job has cost $0.96")
+    assert controller.store.events("job", "info")[0]["message"].startswith(
+        "expected cost: $72.0000 per hour (2 x ml.test.priced, on demand); at most $1,728.00 in max_run (24.0 h); "
+        "max_cost $1.00 buys 50 s, then the job is stopped")
+
+
 def test_interruptions():
     assert policies.interruption(None, None, 100) is None
     assert policies.interruption(None, 30.0, 29) is None

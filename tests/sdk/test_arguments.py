@@ -27,7 +27,7 @@ VALUES = {
     "profiler_config": ProfilerConfig(system_monitor_interval_millis=1000), "input_mode": "FastFile",
     "instance_groups": [],   # instead of instance_type and instance_count: test_instance_groups_come_back
     "enable_sagemaker_metrics": False, "role": "arn:aws:iam::111122223333:role/trainer", "volume_size": 100,
-    "subnets": ["subnet-1"], "security_group_ids": ["sg-1"],
+    "subnets": ["subnet-1"], "security_group_ids": ["sg-1"], "max_cost": 12.5,
     "tensorboard_output_config": {"s3_output_path": "file:///tmp/tb", "container_local_output_path": "/opt/ml/tb"},
 }
 

@@ -5,6 +5,8 @@
     shipyard jobs list | describe | wait | stop | logs
     shipyard tune tuning.yaml                 # hyperparameter tuning (docs/tuning.md)
     shipyard tuning list | describe | jobs | stop | wait
+    shipyard plan --deadline 8h --baseline 24h@ml.p3.2xlarge   # strategy, type, count, spot (docs/planner.md)
+    shipyard costs --by day | prefix | tag
 
 Errors shipyard raises on purpose print as `error: ...` (exit 2; 1 when a job ended other than
 Completed), never as a traceback. Everything heavy is imported inside the commands."""
@@ -375,6 +377,30 @@ def logs(job: str, follow: bool) -> None:
             time.sleep(POLL_SECONDS)
         except KeyboardInterrupt:
             return
+
+
+@cli.command()
+@click.option("--by", type=click.Choice(["day", "prefix", "tag"]), default="day", show_default=True,
+              help="Group by the day a job was created, its name without the generated suffix, or each tag.")
+@click.option("--since", metavar="DURATION|DATE", help="Only jobs created in the last 7d (or since 2026-11-01).")
+@click.option("--json", "as_json", is_flag=True, help="The rows as JSON.")
+def costs(by: str, since: str | None, as_json: bool) -> None:
+    """What jobs cost, added up: cost, what on demand would have cost, spot savings and warm pools'
+    retained time (each job's describe() Shipyard.Cost), then the total."""
+    from shipyard.control.costs import job_costs, totals
+    from shipyard.planner.request import since as moment_since
+
+    rows = totals(job_costs(_store(), moment_since("since", since) if since else None), by)
+    if as_json:
+        click.echo(json.dumps({"by": by, "rows": rows}, indent=2))
+        return
+    header = (by, "jobs", "cost $", "on demand $", "spot savings $", "warm pools $")
+    table = [(str(r[by]), str(r["jobs"]), f"{r['cost']:,.2f}", f"{r['on_demand']:,.2f}", f"{r['spot_savings']:,.2f}",
+              f"{r['warm_pool_retained']:,.2f}") for r in rows]
+    widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header))]
+    for row in (header, *table):
+        click.echo("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                             for i, (cell, width) in enumerate(zip(row, widths))))
 
 
 @cli.command()

@@ -36,20 +36,38 @@ def hours(field: str, value: str | float, now: float | None = None) -> float:
     return number * _SECONDS[unit] / 3600
 
 
-def _until(field: str, text: str, now: float | None) -> float:
+def _moment(field: str, text: str) -> float:
+    """An ISO 8601 date or time ("2026-11-26", "2026-11-26T18:00"; local time unless it says) as a timestamp."""
     import datetime as dt
-    import time
 
     try:
-        moment = dt.datetime.fromisoformat(text.strip())
+        return dt.datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
         raise ValidationError(field, text, "not a duration or a moment: write it as 8h, 90m, 2d, 3600s or "
                               "2026-11-26T18:00") from None
-    left = (moment.timestamp() - (time.time() if now is None else now)) / 3600
+
+
+def _until(field: str, text: str, now: float | None) -> float:
+    import time
+
+    left = (_moment(field, text) - (time.time() if now is None else now)) / 3600
     if left <= 0:
         raise ValidationError(field, text, f"is in the past ({-left:.1f} h ago); give a moment to come or a "
                               "duration from now (8h)")
     return left
+
+
+def since(field: str, text: str, now: float | None = None) -> float:
+    """A moment in the past as a timestamp: a duration back from `now` ("7d") or a date ("2026-11-01")."""
+    import time
+
+    now = time.time() if now is None else now
+    if _DURATION.match(text):
+        return now - hours(field, text) * 3600
+    moment = _moment(field, text)
+    if moment > now:
+        raise ValidationError(field, text, "is in the future; give a past date or a duration back from now (7d)")
+    return moment
 
 
 def size_bytes(field: str, value: str | float) -> float:

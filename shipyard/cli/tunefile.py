@@ -67,6 +67,7 @@ class TunerFile(_Frozen):
     max_jobs: int | None = None
     max_parallel_jobs: int = 1
     max_runtime_in_seconds: int | None = None
+    max_cost: float | None = None
     early_stopping_type: str = "Off"
     random_seed: int | None = None
     base_tuning_job_name: str | None = None

@@ -111,7 +111,7 @@ class HyperparameterTuner:
                  completion_criteria_config: TuningJobCompletionCriteriaConfig | None = None,
                  early_stopping_type: str = "Off", estimator_name: str | None = None,
                  random_seed: int | None = None, autotune: bool = False,
-                 hyperparameters_to_keep_static: list[str] | None = None) -> None:
+                 hyperparameters_to_keep_static: list[str] | None = None, max_cost: float | None = None) -> None:
         if autotune or hyperparameters_to_keep_static:
             raise ValidationError("autotune", autotune, "autotune is not supported by shipyard yet; give "
                                   "hyperparameter_ranges")
@@ -135,6 +135,7 @@ class HyperparameterTuner:
         self.warm_start_config, self.strategy_config = warm_start_config, strategy_config
         self.completion_criteria_config = completion_criteria_config
         self.early_stopping_type, self.random_seed = early_stopping_type, random_seed
+        self.max_cost = max_cost   # shipyard's: USD all trials together may cost
         self.latest_tuning_job: TuningJob | None = None
         self._current_job_name: str | None = None
 
@@ -148,7 +149,8 @@ class HyperparameterTuner:
                max_runtime_in_seconds: int | None = None, tags: list | None = None,
                warm_start_config: WarmStartConfig | None = None, early_stopping_type: str = "Off",
                random_seed: int | None = None, autotune: bool = False,
-               hyperparameters_to_keep_static_dict: dict | None = None) -> HyperparameterTuner:
+               hyperparameters_to_keep_static_dict: dict | None = None,
+               max_cost: float | None = None) -> HyperparameterTuner:
         """Tune several estimators in one tuning job: each trial trains one of them, chosen by the
         search with its hyperparameters; every dict is keyed by the estimator's name."""
         if not isinstance(estimator_dict, dict) or not estimator_dict:
@@ -167,7 +169,7 @@ class HyperparameterTuner:
                     base_tuning_job_name=base_tuning_job_name, warm_start_config=warm_start_config,
                     strategy_config=strategy_config, completion_criteria_config=completion_criteria_config,
                     early_stopping_type=early_stopping_type, random_seed=random_seed, autotune=autotune,
-                    hyperparameters_to_keep_static=hyperparameters_to_keep_static_dict)
+                    hyperparameters_to_keep_static=hyperparameters_to_keep_static_dict, max_cost=max_cost)
         tuner.estimator_dict = dict(estimator_dict)
         tuner.objective_metric_name_dict = dict(objective_metric_name_dict)
         tuner._hyperparameter_ranges_dict = {name: _check_ranges(f"hyperparameter_ranges_dict[{name!r}]", ranges)
@@ -238,6 +240,8 @@ class HyperparameterTuner:
                            for index, entry in enumerate(entries, 1)]
         hyperband = self.strategy_config.hyperband_strategy_config if self.strategy_config else None
         criteria = self.completion_criteria_config
+        if self.max_cost is not None:
+            _check_budget(self.max_cost, [d["training"] for d in definitions])
         return build(
             TuningSpec, "", tuning_job_name=name, definitions=definitions, objective_type=self.objective_type,
             strategy=self.strategy, max_jobs=self.max_jobs, max_parallel_jobs=self.max_parallel_jobs,
@@ -247,7 +251,7 @@ class HyperparameterTuner:
                 k: v for k, v in vars(criteria).items() if v is not None},
             warm_start=None if self.warm_start_config is None else {
                 "type": self.warm_start_config.type.value, "parents": sorted(self.warm_start_config.parents)},
-            random_seed=self.random_seed,
+            random_seed=self.random_seed, max_cost=self.max_cost,
         )
 
     def plan(self, inputs: Any = None, trials: int = 3, job_name: str | None = None) -> list[dict[str, str]]:
@@ -435,3 +439,17 @@ class HyperparameterTuningJobAnalytics:
     @property
     def tuning_ranges(self) -> dict:
         return self.description()["HyperParameterTuningJobConfig"]["ParameterRanges"]
+
+
+def _check_budget(max_cost: Any, trainings: list) -> None:
+    """A tuning budget on trials whose instances have no price would never bind."""
+    from shipyard.control.billing import prices, rate
+
+    if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or not max_cost > 0:
+        raise ValidationError("max_cost", max_cost, "must be a positive number of USD")
+    priced = prices()
+    if not any(rate(training, priced) > 0 for training in trainings):
+        types = ", ".join(sorted({g["instance_type"] for t in trainings for g in t.groups}))
+        raise ValidationError("max_cost", max_cost, f"the trials' {types} has no price in the catalog, so a "
+                              "budget would never stop the tuning job; give its price in "
+                              "$SHIPYARD_HOME/instance_types.yaml (docs/planner.md) or leave max_cost out")

@@ -169,6 +169,9 @@ class TuningSpec(UserModel):
     max_jobs: int | None = Field(default=None, ge=1)  # None: 1, or the grid's size
     max_parallel_jobs: int = Field(default=1, ge=1, le=100)
     max_runtime_in_seconds: int | None = Field(default=None, ge=120, le=15_768_000)
+    # USD every trial together may cost: the tuning job completes before they would cost more (each
+    # trial's own budget is at most what is left when it starts; docs/planner.md, Budgets).
+    max_cost: float | None = Field(default=None, gt=0)
     early_stopping_type: Literal["Off", "Auto"] = "Off"
     hyperband: HyperbandConfig | None = None
     completion_criteria: CompletionCriteria | None = None

@@ -1,6 +1,6 @@
 """When a tuning job is done before its max_jobs (spec C.6), as decisions over the final objectives of
 the trials that ended, in the order they ended: the target value reached, N jobs in a row that did not
-improve on the best by 1 %, convergence, or MaxRuntimeInSeconds spent. Convergence is SageMaker's
+improve on the best by 1 %, convergence, MaxRuntimeInSeconds spent, or (shipyard's) max_cost spent. Convergence is SageMaker's
 "further improvement unlikely", made concrete: with at least CONVERGENCE_MIN trials, the latest quarter
 of them (at least 5) improved the best by no more than 1 %."""
 
@@ -37,12 +37,17 @@ def converged(objectives: Sequence[float], minimize: bool) -> bool:
     return not _improves(pick(objectives), pick(objectives[:-window]), minimize)
 
 
-def reason_to_complete(spec, objectives: Sequence[float], elapsed: float) -> str | None:
-    """Why the tuning job completes now, or None. `objectives`: the ended trials' final objectives."""
+def reason_to_complete(spec, objectives: Sequence[float], elapsed: float, spent: float = 0.0,
+                       stopping: float = 0.0) -> str | None:
+    """Why the tuning job completes now, or None. `objectives`: the ended trials' final objectives;
+    `spent`: what every trial has cost so far, `stopping` what stopping the running ones would add."""
     minimize = spec.objective_type == "Minimize"
     criteria = spec.completion_criteria
     if spec.max_runtime_in_seconds is not None and elapsed >= spec.max_runtime_in_seconds:
         return f"MaxRuntimeInSeconds ({spec.max_runtime_in_seconds} s) reached"
+    if spec.max_cost is not None and spent + stopping >= spec.max_cost:
+        return (f"MaxCost reached: the trials have cost ${spent:,.4f} of max_cost ${spec.max_cost:,.2f} "
+                f"(stopping the running ones takes up to ${stopping:,.4f} more)")
     if criteria is None or not objectives:
         return None
     target = criteria.target_objective_metric_value

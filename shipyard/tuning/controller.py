@@ -18,6 +18,7 @@ from shipyard.settings import shipyard_home
 from shipyard.tuning.search import Proposal
 
 POLL_SECONDS = 0.5
+STOP_MARGIN_SECONDS = 2.0   # with max_cost: this loop's poll and the trial's own, besides its grace
 
 
 @dataclass
@@ -49,6 +50,8 @@ class TuningController:
         # an ended job's no longer change.
         self.ended: dict[str, tuple[float, float | None] | None] = {}
         self.curves: dict[str, list[float]] = {}
+        self.costs: dict[str, float] = {}   # job -> what an ended trial cost (with max_cost only)
+        self.spent = 0.0                    # what every trial has cost so far (with max_cost only)
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -93,7 +96,9 @@ class TuningController:
             return False
         for job in running:
             self._watch(configs, job)
-        reason = reason_to_complete(self.spec, self._ended_objectives(), time.time() - record.creation_time)
+        stopping = self._count_costs(jobs)
+        reason = reason_to_complete(self.spec, self._ended_objectives(), time.time() - record.creation_time,
+                                    self.spent, stopping)
         if reason:
             self.tuning.update(self.name, completion_reason=reason)
             self.store.add_event(events_key(self.name), "info", f"completing: {reason}")
@@ -125,6 +130,29 @@ class TuningController:
         """What the trial's job emitted of its definition's objective (of `spec`'s: a parent's)."""
         metric = (spec or self.spec).definition(trial.definition).objective_metric_name
         return self.store.metrics(trial.job, metric)
+
+    def _count_costs(self, jobs: dict) -> float:
+        """With max_cost: what every trial has cost (self.spent; an ended trial's figure is read once),
+        and returns what stopping the running ones would add (their grace and a margin, at their price)."""
+        if self.spec.max_cost is None:
+            return 0.0
+        from shipyard.control.billing import prices, rate
+        from shipyard.control.describe import OWN, describe_record
+
+        priced, running, stopping = prices(), {}, 0.0
+        for job, record in jobs.items():
+            cost = describe_record(self.store, record)[OWN].get("Cost", {}).get("Amount", 0.0)
+            if record.terminal:
+                self.costs[job] = cost
+            else:
+                running[job] = cost
+                stopping += rate(record.spec, priced) * (record.spec.stop_grace_seconds + STOP_MARGIN_SECONDS)
+        for trial in self.tuning.trials(self.name):   # ended before this controller looked (a restart)
+            if trial.state == "ended" and trial.job not in self.costs and self.store.exists(trial.job):
+                record = self.store.get_job(trial.job)
+                self.costs[trial.job] = describe_record(self.store, record)[OWN].get("Cost", {}).get("Amount", 0.0)
+        self.spent = sum(self.costs.values()) + sum(running.values())
+        return stopping
 
     def _curve(self, trial) -> list[float]:
         """The objective per epoch: each value one host emitted (the first host that emitted one), as
@@ -275,8 +303,9 @@ class TuningController:
         if not self.store.exists(job):
             definition = self.spec.definition(proposal.definition)
             first = resumes.jobs[0].job if resumes and self.spec.hyperband.resume else job
+            budget = None if self.spec.max_cost is None else self.spec.max_cost - self.spent
             submit(self.store, trials.trial_spec(definition, job, proposal.hyperparameters,
-                                                 trials.checkpoint_uri(self.spec, definition, first)))
+                                                 trials.checkpoint_uri(self.spec, definition, first), budget))
         self.tuning.update_trial(self.name, job, state="running")
         self.store.add_event(events_key(self.name), "trial", f"{job}: started" + (f", resuming {resumes.latest.job}"
                                                                    if resumes else ""))

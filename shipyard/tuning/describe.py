@@ -3,14 +3,15 @@ ListTrainingJobsForHyperParameterTuningJob does (HyperParameterTrainingJobSummar
 built from the store. Counting is SageMaker's: a trial's job counts under its TrainingJobStatus (a
 failure is RetryableError when the platform failed, NonRetryableError when the script or its input did),
 its objective is Succeeded when the job emitted one and did not fail (early-stopped jobs included),
-Pending while it runs, Failed otherwise."""
+Pending while it runs, Failed otherwise. shipyard's own fields (what the trials cost, max_cost) are under
+`Shipyard`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
 
-from shipyard.control.describe import resource_config
+from shipyard.control.describe import OWN, resource_config
 from shipyard.spec.tuning import CategoricalRange, ContinuousRange, TrainingDefinition, TuningSpec
 
 ARN_PREFIX = "arn:shipyard:sagemaker:local:000000000000:hyper-parameter-tuning-job/"
@@ -162,6 +163,9 @@ def describe(store, name: str) -> dict:
     top = best(spec, jobs)
     if top is not None:
         description["BestTrainingJob"] = top
+    description[OWN] = {"Cost": {"Currency": "USD", "Amount": round(sum(_cost(store, j["TrainingJobName"])
+                                                                         for j in jobs), 6)},
+                        **({"MaxCost": spec.max_cost} if spec.max_cost is not None else {})}
     if spec.warm_start is not None:
         description["WarmStartConfig"] = {"WarmStartType": spec.warm_start.type, "ParentHyperParameterTuningJobs": [
             {"HyperParameterTuningJobName": p} for p in spec.warm_start.parents]}
@@ -209,3 +213,9 @@ def analytics_rows(store, name: str) -> list[dict]:
         })
         rows.append(row)
     return rows
+
+
+def _cost(store, job: str) -> float:
+    from shipyard.control.describe import describe
+
+    return describe(store, job)[OWN].get("Cost", {}).get("Amount", 0.0)

@@ -39,10 +39,15 @@ def checkpoint_uri(spec: TuningSpec, definition: TrainingDefinition, first_job: 
     return join(base, first_job) if base else None
 
 
-def trial_spec(definition: TrainingDefinition, name: str, values: dict[str, Any], checkpoints: str | None) -> JobSpec:
+def trial_spec(definition: TrainingDefinition, name: str, values: dict[str, Any], checkpoints: str | None,
+               budget: float | None = None) -> JobSpec:
+    """`budget`: what the tuning job's max_cost leaves; the trial's own max_cost is at most that."""
     training = definition.training
+    if budget is not None:
+        budget = min(budget, training.max_cost) if training.max_cost is not None else budget
     return build(JobSpec, "training", **{
         **training.model_dump(), "job_name": name, "checkpoint_s3_uri": checkpoints,
+        "max_cost": training.max_cost if budget is None else max(budget, 1e-6),
         "hyperparameters": {**training.hyperparameters, **hyperparameters(definition, values),
                             **hp.encode_json({"sagemaker_job_name": name})},
     })

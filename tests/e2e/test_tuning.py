@@ -249,3 +249,25 @@ def test_a_completion_criterion_ends_the_tuning_job_before_max_jobs(home):
     assert description["HyperParameterTuningJobStatus"] == "Completed"
     assert description["CompletionReason"].startswith("TargetObjectiveMetricValue reached")
     assert sum(description["TrainingJobStatusCounters"].values()) == 1  # the first trial reached it
+
+
+def test_a_tuning_budget_completes_the_tuning_job_before_the_trials_cost_more(home):
+    """max_cost on a tuning job (docs/planner.md): trials on a priced type (0.01 USD a second each) until
+    they would cost more together; every trial's own budget is what was left when it started."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "instance_types.yaml").write_text("ml.test.priced:\n  vcpus: 1\n  memory_gib: 1\n  gpus: 0\n"
+                                              "  on_demand_usd_per_hour: 36\n  spot_usd_per_hour: 10.8\n")
+    with pytest.raises(ValidationError, match="max_cost=0.2: the trials' local has no price in the catalog"):
+        _tuner(max_jobs=10, max_cost=0.2).fit(job_name="free")
+    tuner = _tuner(strategy="Random", max_jobs=10, max_parallel_jobs=2, random_seed=0, max_cost=0.2, epochs=60,
+                   epoch_seconds=0.1, estimator_arguments={"instance_type": "ml.test.priced", "stop_grace_seconds": 1})
+    tuner.fit(job_name="budgeted")
+    description = tuner.describe()
+    assert description["HyperParameterTuningJobStatus"] == "Completed"
+    assert description["CompletionReason"].startswith("MaxCost reached: the trials have cost $")
+    assert description["Shipyard"]["MaxCost"] == 0.2
+    assert 0.1 < description["Shipyard"]["Cost"]["Amount"] <= 0.2
+    trials = TuningStore(Store()).trials("budgeted")
+    assert 2 <= len(trials) < 10
+    budgets = [Store().get_job(t.job).spec.max_cost for t in trials if Store().exists(t.job)]
+    assert budgets[0] == pytest.approx(0.2) and all(b <= 0.2 for b in budgets)

@@ -12,7 +12,8 @@ import click
 Examples:
   shipyard plan --deadline 8h --baseline 24h@ml.p3.2xlarge
   shipyard plan --deadline 8h --baseline 24h@ml.p3.2xlarge --hard-deadline --budget 500
-  shipyard plan job.yaml --deadline 2d --baseline 200h --model-size 10GB --dataset-size 10TB --json""")
+  shipyard plan job.yaml --deadline 2d --baseline 200h --model-size 10GB --dataset-size 10TB --json
+  shipyard plan job.yaml --deadline 1h --calibrate --steps 5000""")
 @click.argument("jobfile", required=False, metavar="[JOB.yaml]")
 @click.option("--deadline", required=True, help="How long from now (8h, 90m, 2d) or when (2026-11-26T18:00).")
 @click.option("--baseline", metavar="HOURS[@TYPE]",
@@ -23,6 +24,9 @@ Examples:
 @click.option("--dataset-size", help="10TB (default: the job file's channels, listed).")
 @click.option("--hard-deadline", is_flag=True, help="Missing it is not an option: on demand before spot.")
 @click.option("--no-interruptions", is_flag=True, help="No spot options at all.")
+@click.option("--calibrate", is_flag=True, help="Measure instead of --baseline: a few steps of JOB.yaml on 1 and "
+              "2 instances of its type, through the profiler (needs --steps).")
+@click.option("--steps", help="With --calibrate: the whole training's optimizer steps on one instance.")
 @click.option("--step-time", help="One optimizer step on the baseline: 1.2s (default: from the model size).")
 @click.option("--activation-size", help="One accelerator's activations per micro-batch (default 2GB).")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True)

@@ -186,3 +186,33 @@ def deadline_risk(hours: float, deadline_hours: float, spread: float, interrupti
         risk += p_k * normal_sf((deadline_hours - hours - k * lost_hours_per_interruption) / sigma)
         k += 1
     return min(risk + (1 - seen), 1.0)
+
+
+# -- the calibrated model: a job's own steps measured on 1 and 2 instances of its type (sdk/calibrate.py)
+def contention(instances: int, threads: int, cores: int) -> float:
+    """Instances of one machine share its cores: n instances of `threads` threads each on `cores` cores
+    run a step's compute max(1, n x threads / cores) times slower than one with the cores to itself."""
+    return max(1.0, instances * threads / cores)
+
+
+def calibrated_step(instances: int, one: float, two: float, threads: int, cores: int) -> float:
+    """A step on n instances from the steps measured on 1 (`one`) and 2 (`two`): the compute measured on
+    one instance, stretched by contention; plus the gradient exchange, what the second instance added
+    beyond its contention, scaled to n as a ring all-reduce's 2(n-1)/n (1 at n = 2) and by contention
+    too (on a shared machine the exchange is CPU work as well)."""
+    k1, k2, kn = (contention(n, threads, cores) for n in (1, 2, instances))
+    exchange = max(0.0, two - one * k2 / k1)
+    return one * kn / k1 + (exchange * 2 * (instances - 1) / instances * kn / k2 if instances > 1 else 0.0)
+
+
+def calibrated_seconds(instances: int, steps: float, one: dict, two: dict, threads: int, cores: int) -> float:
+    """The job's wall time on n instances from its measures on 1 and 2 (sdk/calibrate.py Measure's
+    fields): the start (submission to the first step, growing by what the second instance added), its
+    steps shared by the instances (data parallel: each rank reads 1/n of the data at its own batch
+    size), and the end (from the end of training to the job's end)."""
+    # Starting is CPU work too (each instance's interpreter and framework imports): what the second
+    # instance added grows with each one more, stretched by contention.
+    k2, kn = contention(2, threads, cores), contention(instances, threads, cores)
+    start = one["start_seconds"] + (two["start_seconds"] - one["start_seconds"]) * (instances - 1) * kn / k2
+    step = calibrated_step(instances, one["step_seconds"], two["step_seconds"], threads, cores)
+    return start + steps / instances * step + (one["end_seconds"] + two["end_seconds"]) / 2

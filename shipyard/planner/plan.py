@@ -83,7 +83,7 @@ def strategies(gpus_per_instance: int, instances: int) -> list[Strategy]:
 
 def distribution(strategy: Strategy, data_parallel: int) -> dict:
     """The estimator's `distribution=` that runs `strategy` with shipyard.parallel (docs/parallel/)."""
-    if strategy.name == "ddp":
+    if strategy == Strategy(strategy.name):   # nothing split: plain data parallelism
         return {"torch_distributed": {"enabled": True}}
     parameters: dict = {"bf16": True}
     if strategy.shard == 1:
@@ -163,20 +163,27 @@ def evaluate(request: PlanRequest, kind: InstanceType, count: int, spot: bool,
                 + models.offload_seconds(request.activation_bytes, strategy))
         train_hours = steps * step / 3600
         input_mode, sharding, data_hours = _input(request, network, count, train_hours)
-        hours = data_hours + train_hours
-        interruptions = count * kind.spot_interruptions_per_hour if spot else 0.0
-        lost = RESTART_HOURS + (request.checkpoint_minutes / 120 if request.checkpoint_minutes else hours / 2)
-        expected = hours + interruptions * hours * lost
-        price = kind.spot_usd_per_hour if spot else kind.on_demand_usd_per_hour
-        risk = models.deadline_risk(hours, request.deadline_hours, PREDICTION_SPREAD, interruptions, lost)
-        return Option(
-            strategy=strategy.name, instance_type=kind.name, instance_count=count, spot=spot,
-            input_mode=input_mode, hours=round(expected, 3), cost=round(expected * count * price, 2),
-            memory_per_accelerator_gb=round(memory / GB, 1) if memory is not None else None,
-            meets_deadline=risk <= (HARD_RISK if request.hard_deadline else MEETS_RISK),
-            deadline_risk=round(risk, 4), distribution=distribution(strategy, data_parallel),
-            s3_data_distribution=sharding, accelerators=accelerators, accelerator_tflops=kind.gpu_tflops)
+        return _option(request, kind, count, spot, strategy, data_hours + train_hours, input_mode, sharding, memory,
+                       data_parallel)
     return None
+
+
+def _option(request: PlanRequest, kind: InstanceType, count: int, spot: bool, strategy: Strategy, hours: float,
+            input_mode: str, sharding: str, memory: float | None, data_parallel: int) -> Option:
+    """An option that takes `hours` without interruptions: with spot's expected interruptions (each
+    losing the work since the last checkpoint and a restart), its cost and its deadline risk."""
+    interruptions = count * kind.spot_interruptions_per_hour if spot else 0.0
+    lost = RESTART_HOURS + (request.checkpoint_minutes / 120 if request.checkpoint_minutes else hours / 2)
+    expected = hours + interruptions * hours * lost
+    price = kind.spot_usd_per_hour if spot else kind.on_demand_usd_per_hour
+    risk = models.deadline_risk(hours, request.deadline_hours, PREDICTION_SPREAD, interruptions, lost)
+    return Option(
+        strategy=strategy.name, instance_type=kind.name, instance_count=count, spot=spot,
+        input_mode=input_mode, hours=round(expected, 4), cost=round(expected * count * price, 2),
+        memory_per_accelerator_gb=round(memory / GB, 1) if memory is not None else None,
+        meets_deadline=risk <= (HARD_RISK if request.hard_deadline else MEETS_RISK),
+        deadline_risk=round(risk, 4), distribution=distribution(strategy, data_parallel),
+        s3_data_distribution=sharding, accelerators=_accelerators(kind) * count, accelerator_tflops=kind.gpu_tflops)
 
 
 def _input(request: PlanRequest, network: float, count: int, train_hours: float) -> tuple[str, str, float]:
@@ -197,20 +204,38 @@ def _input(request: PlanRequest, network: float, count: int, train_hours: float)
     return "File", sharding, download
 
 
+def calibrated(request: PlanRequest, kind: InstanceType) -> list[Option]:
+    """The calibrated type at each count, from its measured steps (models.calibrated_seconds)."""
+    measured = request.calibration
+    one, two = ({m["instances"]: m for m in measured["measures"]}[n] for n in (1, 2))
+    options = []
+    for count in (c for c in COUNTS if c <= request.max_instances):
+        seconds = models.calibrated_seconds(count, request.steps, one, two, measured["threads"], measured["cores"])
+        network = (kind.network_gbps or 10) * 1e9 / 8
+        input_mode, sharding, data_hours = _input(request, network, count, seconds / 3600)
+        for spot in ((False, True) if request.interruptions_ok and kind.spot_usd_per_hour else (False,)):
+            options.append(_option(request, kind, count, spot, Strategy("ddp (calibrated)"), data_hours + seconds / 3600,
+                                   input_mode, sharding, None, count))
+    return options
+
+
 def plan(request: PlanRequest, catalog: dict[str, InstanceType] | None = None) -> Plan:
     catalog = catalog if catalog is not None else load_catalog()
     baseline = catalog[request.baseline_instance_type]
+    options = calibrated(request, baseline) if request.calibration is not None else []
     if _speed(baseline, baseline) is None:
-        raise ValidationError("baseline", baseline.name, "the catalog has no speed figure for it (gpu_tflops); "
-                              "add one in $SHIPYARD_HOME/instance_types.yaml or take another baseline type")
-    options = []
+        if not options:
+            raise ValidationError("baseline", baseline.name, "the catalog has no speed figure for it (gpu_tflops); "
+                                  "add one in $SHIPYARD_HOME/instance_types.yaml or take another baseline type")
+        return _ranked(options, request)
     if request.parameters is None:
         request = request.model_copy(update={"parameters": assumed_parameters(request, baseline)})
     if request.step_seconds is None:   # a CPU baseline has no FLOPS figure: a step of a second
         request = request.model_copy(update={"step_seconds": models.default_step_seconds(
             request.parameters, request.tokens_per_accelerator, baseline.gpu_tflops) if baseline.gpus else 1.0})
     for kind in catalog.values():
-        if kind.name.startswith("local") or _speed(kind, baseline) is None:
+        if kind.name.startswith("local") or _speed(kind, baseline) is None or (
+                request.calibration is not None and kind.name == baseline.name):   # measured instead
             continue
         for count in (c for c in COUNTS if c <= request.max_instances):
             for spot in ((False, True) if request.interruptions_ok and kind.spot_usd_per_hour else (False,)):
@@ -220,6 +245,10 @@ def plan(request: PlanRequest, catalog: dict[str, InstanceType] | None = None) -
     if not options:
         raise ValidationError("parameters", request.parameters, "no instance type in the catalog fits this model "
                               f"with up to {request.max_instances} instances; raise --max-instances")
+    return _ranked(options, request)
+
+
+def _ranked(options: list[Option], request: PlanRequest) -> Plan:
     ranked = sorted(options, key=lambda o: _rank(o, request))
     affordable = [o for o in ranked if request.budget is None or o.cost <= request.budget]
     if not affordable:

@@ -120,6 +120,10 @@ class PlanRequest(UserModel):
     dtype: str = "bf16"
     optimizer: str = "adam"
     max_instances: int = Field(default=64, ge=1)
+    # sdk/calibrate.py's Calibration (as a dict) of the baseline's type, and the training's steps on one
+    # instance: the baseline's type is then planned from these measurements (models.calibrated_seconds).
+    calibration: dict | None = None
+    steps: float | None = Field(default=None, gt=0)
 
     @field_validator("dtype")
     @classmethod

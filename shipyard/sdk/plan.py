@@ -19,14 +19,20 @@ def plan(deadline: str | float, baseline: str | None = None, budget: float | Non
          dataset_size: str | float | None = None, hard_deadline: bool = False, interruptions_ok: bool = True,
          step_time: str | float | None = None, activation_size: str | float | None = None,
          max_instances: int = 64, dtype: str = "bf16", optimizer: str = "adam", estimator: Any = None,
-         inputs: Any = None) -> Plan:
+         inputs: Any = None, calibrate: bool = False, steps: float | None = None) -> Plan:
     """Options for meeting `deadline` ("8h") within `budget` (USD), best first, and why the first is.
     `baseline` is what was measured: "24h@ml.p3.2xlarge" (one instance of that type trains it in 24 h),
     or "24h" on the estimator's instance type. `parameters` ("70e9", "7B") or `model_size` ("10GB", its
-    weights at `dtype`) sizes the model's state; `step_time` ("1.2s") is a step on the baseline."""
+    weights at `dtype`) sizes the model's state; `step_time` ("1.2s") is a step on the baseline.
+    `calibrate=True` measures instead: a few steps of the estimator's job on 1 and 2 instances of its
+    type (sdk/calibrate.py), with `steps` the whole training's optimizer steps on one instance."""
+    fields: dict[str, Any] = {}
+    if calibrate:
+        baseline = _calibrated(estimator, inputs, steps, fields)
     if baseline is None:
         raise ValidationError("baseline", ..., "say what one instance takes for the whole training, e.g. "
-                              "baseline='24h@ml.p3.2xlarge' (--baseline 24h@ml.p3.2xlarge)")
+                              "baseline='24h@ml.p3.2xlarge' (--baseline 24h@ml.p3.2xlarge), or calibrate on the "
+                              "job (--calibrate)")
     baseline_hours, instance_type = parse_baseline(baseline)
     if instance_type is None:
         instance_type = getattr(estimator, "instance_type", None)
@@ -39,11 +45,11 @@ def plan(deadline: str | float, baseline: str | None = None, budget: float | Non
         parameters = size_bytes("model_size", model_size) / models.WEIGHT_BYTES.get(dtype, 2)
     elif parameters is not None:
         parameters = count("parameters", parameters)
-    fields: dict[str, Any] = {
+    fields.update({
         "deadline_hours": hours("deadline", deadline), "budget": budget, "baseline_hours": baseline_hours,
         "baseline_instance_type": instance_type, "parameters": parameters, "hard_deadline": hard_deadline,
         "interruptions_ok": interruptions_ok, "max_instances": max_instances, "dtype": dtype,
-        "optimizer": optimizer}
+        "optimizer": optimizer})
     if step_time is not None:
         fields["step_seconds"] = hours("step_time", step_time if isinstance(step_time, str) else f"{step_time}s") * 3600
     if activation_size is not None:
@@ -55,6 +61,23 @@ def plan(deadline: str | float, baseline: str | None = None, budget: float | Non
     if estimator is not None and not getattr(estimator, "checkpoint_s3_uri", None):
         fields["checkpoint_minutes"] = None   # an interruption starts it over
     return search(PlanRequest(**fields))
+
+
+def _calibrated(estimator: Any, inputs: Any, steps: float | None, fields: dict) -> str:
+    """Calibrate on the estimator's job; the baseline it gives ("<hours>h@<its type>")."""
+    from shipyard.sdk.calibrate import calibrate
+
+    if estimator is None:
+        raise ValidationError("calibrate", True, "calibrates a job: give its job file (shipyard plan JOB.yaml "
+                              "--calibrate) or estimator=")
+    if steps is None:
+        raise ValidationError("steps", ..., "with calibrate, say how many optimizer steps the whole training "
+                              "takes on one instance (--steps 5000): the calibration runs only a few")
+    steps = count("steps", steps)
+    calibration = calibrate(estimator, inputs)
+    one = calibration.at(1)
+    fields.update(calibration=calibration.to_dict(), steps=steps, step_seconds=one.step_seconds)
+    return f"{steps * one.step_seconds}s@{calibration.instance_type}"
 
 
 def channels_size(inputs: Any) -> int:

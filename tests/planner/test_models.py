@@ -74,3 +74,18 @@ def test_a_user_s_catalog_changes_the_answer(home):
 ])
 def test_people_s_units(parse, text, expected):
     assert parse("field", text) == pytest.approx(expected)
+
+
+def test_the_calibrated_model():
+    # 2 cores, 1 thread per instance: 2 instances run side by side, 4 share the cores two to one
+    assert [models.contention(n, 1, 2) for n in (1, 2, 4)] == [1, 1, 2]
+    assert models.contention(2, 2, 2) == 2
+    # measured: 10 ms a step alone, 16 ms on 2 (6 ms of gradient exchange, no contention); on 4: the
+    # compute twice as slow, the exchange x 2(4-1)/4 = 1.5 and x 2 for contention
+    assert models.calibrated_step(1, 0.010, 0.016, 1, 2) == pytest.approx(0.010)
+    assert models.calibrated_step(2, 0.010, 0.016, 1, 2) == pytest.approx(0.016)
+    assert models.calibrated_step(4, 0.010, 0.016, 1, 2) == pytest.approx(0.020 + 0.006 * 1.5 * 2)
+    one = {"step_seconds": 0.010, "start_seconds": 3.0, "end_seconds": 0.5}
+    two = {"step_seconds": 0.016, "start_seconds": 3.5, "end_seconds": 0.7}
+    # start 3 + 0.5 x 3 more instances x contention 2; 1000 steps over 4 instances; end 0.6
+    assert models.calibrated_seconds(4, 1000, one, two, 1, 2) == pytest.approx(3 + 0.5 * 3 * 2 + 250 * 0.038 + 0.6)

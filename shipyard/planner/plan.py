@@ -59,9 +59,11 @@ class Option:
 class Plan:
     options: list[Option]
     why: str
+    calibration: dict | None = None   # what --calibrate measured (sdk/calibrate.py Calibration)
 
     def to_dict(self) -> dict:
-        return {"options": [o.to_dict() for o in self.options], "why": self.why}
+        return {"options": [o.to_dict() for o in self.options], "why": self.why,
+                **({"calibration": self.calibration} if self.calibration else {})}
 
 
 def strategies(gpus_per_instance: int, instances: int) -> list[Strategy]:
@@ -256,7 +258,7 @@ def _ranked(options: list[Option], request: PlanRequest) -> Plan:
         raise ValidationError("budget", request.budget, f"no option costs that little: the cheapest that meets "
                               f"the deadline is {_name(cheapest)} at ${cheapest.cost:,.2f} "
                               f"({cheapest.hours:.1f} h); raise the budget or relax the deadline")
-    return Plan(affordable, why(affordable, request))
+    return Plan(affordable, why(affordable, request), request.calibration)
 
 
 def _rank(option: Option, request: PlanRequest) -> tuple:

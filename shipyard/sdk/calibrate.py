@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from shipyard.errors import ValidationError
+from shipyard.runtime.profiler.memory import ENV_STEP, MEMORY_DIR
 
 WARMUP_STEPS = 5          # not measured: allocations, the first collectives, the profiler's own start
 MEASURED_STEPS = 20       # then measured on every instance before the run is stopped
@@ -26,6 +27,10 @@ class Measure:
     start_seconds: float   # from submission to the first step's start
     end_seconds: float     # from the stop (the end of training) to the job's end
     steps: int             # steps measured per instance
+    # The model's parameters and one step's activations per rank (runtime/profiler/memory.py), the
+    # largest over the ranks; None where nothing was measured (a script without a torch model).
+    parameters: int | None = None
+    activation_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def _run(estimator, inputs, count: int) -> Measure:
         "profiler_config": ProfilerConfig(framework_profile_params=FrameworkProfile(file_close_interval=1)),
         # measured as it trains: no rules, interruptions, warm pool or budget of the job's own
         "rules": (), "use_spot_instances": False, "max_wait": None, "spot_simulation": None,
-        "keep_alive_period_in_seconds": None, "max_cost": None})
+        "keep_alive_period_in_seconds": None, "max_cost": None,
+        "environment": {**base.environment, ENV_STEP: str(WARMUP_STEPS)}})
     submitted = time.time()
     submit(store, spec, estimator._pack)
     reader = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, name))
@@ -107,7 +113,24 @@ def _run(estimator, inputs, count: int) -> Measure:
                               "--baseline instead")
     first = min(s.start for h in hosts for s in data.step_durations(h, "TRAIN")[:1])
     last = max(s.start + s.duration for h in hosts for s in steps[h])
+    memory = _memory(reader.uri)
     return Measure(
         instances=count, step_seconds=max(statistics.median(s.duration for s in steps[h]) for h in hosts),
         start_seconds=first - submitted, end_seconds=record.training_end_time - (stopped or last),
-        steps=min(len(s) for s in steps.values()))
+        steps=min(len(s) for s in steps.values()),
+        parameters=max((m["parameters"] for m in memory), default=None) or None,
+        activation_bytes=max((m["activation_bytes"] for m in memory), default=None))
+
+
+def _memory(uri: str) -> list[dict]:
+    """What each rank's memory probe wrote under the profiler's output."""
+    import json
+
+    from shipyard.storage.uri import filesystem
+
+    fs, root = filesystem(uri)
+    found = []
+    for path in fs.glob(f"{root.rstrip('/')}/{MEMORY_DIR}/*.json"):
+        with fs.open(path, "r") as f:
+            found.append(json.load(f))
+    return found

@@ -26,8 +26,27 @@ def plan(deadline: str | float, baseline: str | None = None, budget: float | Non
     weights at `dtype`) sizes the model's state; `step_time` ("1.2s") is a step on the baseline.
     `calibrate=True` measures instead: a few steps of the estimator's job on 1 and 2 instances of its
     type (sdk/calibrate.py), with `steps` the whole training's optimizer steps on one instance."""
-    fields: dict[str, Any] = {}
-    if calibrate:
+    if parameters is not None and model_size is not None:
+        raise ValidationError("model_size", model_size, "give either parameters or model_size, not both")
+    if model_size is not None:
+        parameters = size_bytes("model_size", model_size) / models.WEIGHT_BYTES.get(dtype, 2)
+    elif parameters is not None:
+        parameters = count("parameters", parameters)
+    fields: dict[str, Any] = {
+        "deadline_hours": hours("deadline", deadline), "budget": budget, "hard_deadline": hard_deadline,
+        "interruptions_ok": interruptions_ok, "max_instances": max_instances, "dtype": dtype,
+        "optimizer": optimizer}
+    if step_time is not None:
+        fields["step_seconds"] = hours("step_time", step_time if isinstance(step_time, str) else f"{step_time}s") * 3600
+    if activation_size is not None:
+        fields["activation_bytes"] = size_bytes("activation_size", activation_size)
+    if dataset_size is not None:
+        fields["dataset_bytes"] = size_bytes("dataset_size", dataset_size)
+    elif inputs:
+        fields["dataset_bytes"] = channels_size(inputs) or None
+    if estimator is not None and not getattr(estimator, "checkpoint_s3_uri", None):
+        fields["checkpoint_minutes"] = None   # an interruption starts it over
+    if calibrate:   # last: everything else is checked before the calibration's jobs run
         baseline = _calibrated(estimator, inputs, steps, fields)
     if baseline is None:
         raise ValidationError("baseline", ..., "say what one instance takes for the whole training, e.g. "
@@ -39,27 +58,9 @@ def plan(deadline: str | float, baseline: str | None = None, budget: float | Non
         if instance_type in (None, "local", "local_gpu"):
             raise ValidationError("baseline", baseline, "name the instance type it was measured on, e.g. "
                                   f"{baseline}@ml.p3.2xlarge")
-    if parameters is not None and model_size is not None:
-        raise ValidationError("model_size", model_size, "give either parameters or model_size, not both")
-    if model_size is not None:
-        parameters = size_bytes("model_size", model_size) / models.WEIGHT_BYTES.get(dtype, 2)
-    elif parameters is not None:
-        parameters = count("parameters", parameters)
-    fields.update({
-        "deadline_hours": hours("deadline", deadline), "budget": budget, "baseline_hours": baseline_hours,
-        "baseline_instance_type": instance_type, "parameters": parameters, "hard_deadline": hard_deadline,
-        "interruptions_ok": interruptions_ok, "max_instances": max_instances, "dtype": dtype,
-        "optimizer": optimizer})
-    if step_time is not None:
-        fields["step_seconds"] = hours("step_time", step_time if isinstance(step_time, str) else f"{step_time}s") * 3600
-    if activation_size is not None:
-        fields["activation_bytes"] = size_bytes("activation_size", activation_size)
-    if dataset_size is not None:
-        fields["dataset_bytes"] = size_bytes("dataset_size", dataset_size)
-    elif inputs:
-        fields["dataset_bytes"] = channels_size(inputs) or None
-    if estimator is not None and not getattr(estimator, "checkpoint_s3_uri", None):
-        fields["checkpoint_minutes"] = None   # an interruption starts it over
+    fields.update(baseline_hours=baseline_hours, baseline_instance_type=instance_type)
+    if parameters is not None:   # given: over what a calibration measured
+        fields["parameters"] = parameters
     return search(PlanRequest(**fields))
 
 
@@ -77,6 +78,9 @@ def _calibrated(estimator: Any, inputs: Any, steps: float | None, fields: dict) 
     calibration = calibrate(estimator, inputs)
     one = calibration.at(1)
     fields.update(calibration=calibration.to_dict(), steps=steps, step_seconds=one.step_seconds)
+    if one.parameters:   # measured: what --parameters and --activation-size would say, unless given
+        fields["parameters"] = one.parameters
+        fields.setdefault("activation_bytes", one.activation_bytes)
     return f"{steps * one.step_seconds}s@{calibration.instance_type}"
 
 

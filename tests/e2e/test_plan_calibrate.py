@@ -44,7 +44,13 @@ def test_calibrate_measures_the_job_on_one_and_two_instances(home, tmp_path):
     result = runner.invoke(cli, ["plan", _job(tmp_path, SCRIPT), "--deadline", "1h", "--calibrate", "--steps", "5000",
                                  "--no-interruptions", "--max-instances", "4", "--json"])
     assert result.exit_code == 0, result.output
-    options = json.loads(result.stdout)["options"]
+    answer = json.loads(result.stdout)
+    options = answer["options"]
+    measures = {m["instances"]: m for m in answer["calibration"]["measures"]}
+    assert set(measures) == {1, 2} and all(m["steps"] >= 20 and m["step_seconds"] > 0 for m in measures.values())
+    # the model's size and one step's activations, measured in the script's own process
+    assert measures[1]["parameters"] == 64 * 64 + 64
+    assert measures[1]["activation_bytes"] == 4 * (8 * 64 + 8 * 64)   # Linear's input, pow's input
     assert {(o["instance_type"], o["instance_count"]) for o in options} == {("local", 1), ("local", 2), ("local", 4)}
     assert all(o["strategy"] == "ddp (calibrated)" and 0 < o["hours"] < 1 for o in options)
     store = Store()

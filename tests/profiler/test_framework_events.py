@@ -282,3 +282,17 @@ def test_a_running_process_follows_updated_settings_from_its_next_step(recorder,
     assert sorted(path.split("/")[-2] for path in traces) == ["000000003", "000000006"]
     profiled = glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")
     assert sorted({os.path.basename(p).split("-")[1] for p in profiled}) == ["6", "7"]
+
+
+def test_the_memory_probe_counts_the_model_and_one_step_s_activations(recorder, tmp_path, monkeypatch):
+    """For `shipyard plan --calibrate`: the parameters of the model trained, and the bytes autograd saved
+    for backward in step 3, each storage once and the weights not."""
+    monkeypatch.setenv("SHIPYARD_PROFILER_MEMORY_STEP", "3")
+    recorder(start_step=1, num_steps=1)
+    _train(5)
+    [path] = glob.glob(f"{tmp_path}/framework/memory/algo-1-rank0.json")
+    measured = json.load(open(path))
+    assert measured["step"] == 3 and measured["parameters"] == (4 * 8 + 8) + (8 * 1 + 1)
+    # a batch of 8: Linear(4, 8)'s input (8 x 4 floats), ReLU's output (8 x 8, Linear(8, 1)'s input too),
+    # and MSELoss's input and target (8 x 1 each): 4 bytes each
+    assert measured["activation_bytes"] == 4 * (8 * 4 + 8 * 8 + 8 * 1 + 8 * 1)

@@ -124,6 +124,9 @@ class StepRecorder:
         self.phases = Phases(self)
         self.dataloader = DataLoaderProfiler(self)
         self.updates, self.checked = updates, time.time()
+        from shipyard.runtime.profiler.memory import ENV_STEP, MemoryProbe
+
+        self.memory = MemoryProbe(self, int(os.environ[ENV_STEP])) if os.environ.get(ENV_STEP) else None
         self.seen = self._mtime()   # a file already there is what `framework` says (a restarted process)
         self._configure(self.profile)
         self._ranges(1, time.time())
@@ -191,6 +194,8 @@ class StepRecorder:
         step = self.started = self.step_num + 1
         for runner in self.runners:
             runner.step_starts(step, now)
+        if self.memory is not None:
+            self.memory.step_starts(step)
         self._ranges(step, now)
 
     def forward_ends(self, now: float) -> None:
@@ -206,6 +211,8 @@ class StepRecorder:
             self.timeline.add(f"{STEP_PREFIX}TRAIN", self.last, now, self.step_num)
         for runner in self.runners:
             runner.step_ends(self.step_num, now)
+        if self.memory is not None:
+            self.memory.step_ends(self.step_num)
         self._follow_updates(now)
         self.step_starts(now)
         self.timeline.rotate_if_due(now)

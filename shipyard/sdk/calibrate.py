@@ -88,13 +88,17 @@ def _run(estimator, inputs, count: int) -> Measure:
     reader = ProfilerReader(spec.profiler_config.output_uri(spec.output_path, name))
     hosts = [f"algo-{i}" for i in range(1, count + 1)]
     stopped = None
-    while not store.get_job(name).terminal:
-        time.sleep(POLL_SECONDS)
-        data = reader.read(operators=False)
-        if stopped is None and all(len(data.step_durations(h, "TRAIN")) >= WARMUP_STEPS + MEASURED_STEPS
-                                   for h in hosts):
-            stopped = time.time()
-            store.request_stop(name, "calibrated: enough steps measured")
+    try:
+        while not store.get_job(name).terminal:
+            time.sleep(POLL_SECONDS)
+            data = reader.read(operators=False)
+            if stopped is None and all(len(data.step_durations(h, "TRAIN")) >= WARMUP_STEPS + MEASURED_STEPS
+                                       for h in hosts):
+                stopped = time.time()
+                store.request_stop(name, "calibrated: enough steps measured")
+    except BaseException:   # Ctrl-C while it measures: the calibration job does not run on without it
+        store.request_stop(name, "the calibration was interrupted")
+        raise
     record = store.get_job(name)
     if record.status == "Failed":
         log = store.log_path(name, "algo-1")

@@ -11,7 +11,8 @@ from shipyard.errors import ValidationError
 from shipyard.planner import models
 from shipyard.planner.plan import Plan
 from shipyard.planner.plan import plan as search
-from shipyard.planner.request import PlanRequest, baseline as parse_baseline, count, hours, size_bytes
+from shipyard.planner.request import PlanRequest, count, hours, size_bytes
+from shipyard.planner.request import baseline as parse_baseline
 
 
 def plan(deadline: str | float, baseline: str | None = None, budget: float | None = None,

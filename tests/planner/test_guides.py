@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 import shipyard
 from shipyard.cli.main import cli
-from shipyard.errors import ValidationError
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """One kind of registry for everything shipyard finds by name: backends, launchers, parallel
-strategies, watchers, rules, agent services, job-file frameworks (tuning strategies, input modes and
-server routes will register here too).
+strategies, watchers, rules, agent services, job-file frameworks, tuning strategies, server routes.
 
 Built-ins are `"module:attribute"` (or `"module"`) strings, imported only when used, so a name costs
 nothing until a job asks for it. Other packages add entries through the entry-point group

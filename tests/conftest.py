@@ -25,6 +25,11 @@ def home(tmp_path, monkeypatch):
     path = tmp_path / "home"
     monkeypatch.setenv("SHIPYARD_HOME", str(path))
     yield path
+    clean_home(path)
+
+
+def clean_home(path) -> None:
+    """Kill what jobs, tuning jobs and warm pools under SHIPYARD_HOME `path` left running."""
     if (path / "shipyard.db").exists():
         import psutil
 
@@ -206,3 +211,71 @@ def s3_proxy(s3, s3_server, monkeypatch):
     s3fs.S3FileSystem.clear_instance_cache()
     yield proxy
     proxy.close()
+
+
+class Server:
+    """A real `shipyard server` process on 127.0.0.1 (its own port) over SHIPYARD_HOME, and a small client
+    for it: `get`/`post` return (status, JSON or text), with the token when `token=True`."""
+
+    def __init__(self, home) -> None:
+        import json
+        import os
+        import subprocess
+        import sys
+        import time
+
+        self.info_path = home / "server.json"
+        self.process = subprocess.Popen([sys.executable, "-m", "shipyard.cli.main", "server", "--port", "0"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env={**os.environ, "SHIPYARD_HOME": str(home)})
+        deadline = time.monotonic() + 60
+        while not self.info_path.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                raise AssertionError(f"the server did not start: {self.process.stdout.read()}")
+            time.sleep(0.05)
+        info = json.loads(self.info_path.read_text())
+        self.url, self.token = info["url"], info["token"]
+
+    def request(self, method: str, path: str, body: dict | None = None, token: bool | str = False,
+                headers: dict | None = None):
+        import json
+        import urllib.error
+
+        headers = dict(headers or {})
+        if token:
+            headers["Authorization"] = f"Bearer {self.token if token is True else token}"
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                status, kind, text = response.status, response.headers.get_content_type(), response.read().decode()
+                self.last_headers = response.headers
+        except urllib.error.HTTPError as error:
+            status, kind, text = error.code, error.headers.get_content_type(), error.read().decode()
+            self.last_headers = error.headers
+        return status, json.loads(text) if kind == "application/json" else text
+
+    def get(self, path: str, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: dict | None = None, **kwargs):
+        return self.request("POST", path, body, **kwargs)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except Exception:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def shipyard_server(home):
+    """`shipyard server` over the test's SHIPYARD_HOME, stopped after the test."""
+    server = Server(home)
+    yield server
+    server.stop()

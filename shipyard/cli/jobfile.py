@@ -158,16 +158,28 @@ def load(path: str | Path) -> JobRequest:
     return from_mapping(read(path), str(path), path.resolve().parent)
 
 
+def loads(text: str, label: str, base: Path) -> JobRequest:
+    """A job file's text (the server's submit); relative paths are relative to base."""
+    return from_mapping(_parse(text, label), label, base)
+
+
 def read(path: Path) -> Any:
     """A YAML file's content, with its problems as our errors naming the file."""
-    label = str(path)
     try:
-        return _load_yaml(path.read_text())
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValidationError("job file", str(path), "no such file") from None
+    except Exception as exc:  # a directory, unreadable bytes
+        raise ValidationError("job file", str(path), f"cannot be read as YAML: {exc}") from None
+    return _parse(text, str(path))
+
+
+def _parse(text: str, label: str) -> Any:
+    try:
+        return _load_yaml(text)
     except ValidationError as exc:
         raise ValidationError(f"{label}: {exc.field}", exc.value, exc.fix) from None
-    except FileNotFoundError:
-        raise ValidationError("job file", label, "no such file") from None
-    except Exception as exc:  # yaml.YAMLError, a directory, unreadable bytes
+    except Exception as exc:  # yaml.YAMLError
         raise ValidationError("job file", label, f"cannot be read as YAML: {exc}") from None
 
 

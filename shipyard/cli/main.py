@@ -20,8 +20,8 @@ import warnings
 import click
 
 from shipyard.errors import ShipyardError, UnexpectedStatusError
+from shipyard.spec.statuses import STATUSES
 
-STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 STATUS_STYLES = {"Completed": "green", "Failed": "red", "Stopped": "yellow", "Stopping": "yellow",
                  "InProgress": "cyan"}
 POLL_SECONDS = 0.25
@@ -329,14 +329,9 @@ def wait(ctx: click.Context, job: str, logs: bool) -> None:
 @click.argument("job")
 def stop(job: str) -> None:
     """Stop JOB: SIGTERM to its processes, SIGKILL after its grace period; what it saved is uploaded."""
-    from shipyard.control.reconcile import reconcile
-    from shipyard.errors import ConflictError
+    from shipyard.control.reconcile import stop as stop_job
 
-    store = _store()
-    record = reconcile(store, job)
-    if record.terminal or not store.request_stop(job):
-        record = store.get_job(job)
-        raise ConflictError(f"job {job} already ended {record.status}; there is nothing to stop")
+    record = stop_job(_store(), job)
     click.echo(f"stopping {job} (SIGTERM now, SIGKILL after {record.spec.stop_grace_seconds:g} s); "
                f"`shipyard wait {job}` waits for it")
 
@@ -496,6 +491,25 @@ def interrupt(job: str, host: str | None) -> None:
     if record.terminal or not store.request_interrupt(job, host):
         raise ConflictError(f"job {job} already ended {store.get_job(job).status}; there is nothing to interrupt")
     click.echo(f"interrupting {job}" + (f" ({host})" if host else "") + f"; `shipyard wait {job}` follows it")
+
+
+@cli.command(epilog="""\b
+Examples:
+  shipyard server                      # http://127.0.0.1:8765, the dashboard and the API
+  shipyard server --port 9000
+  shipyard server --host 0.0.0.0       # other machines too: every request then needs the token""")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs the token for every request.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port (0: any free one).")
+@click.option("--token", envvar="SHIPYARD_SERVER_TOKEN", help="The token to require (default: a new random one; "
+              "or SHIPYARD_SERVER_TOKEN).")
+def server(host: str, port: int, token: str | None) -> None:
+    """Serve the dashboard and the HTTP API over this machine's jobs, tuning jobs, pools and costs. Jobs
+    keep running when it stops; the CLI and the SDK never need it (docs/server.md)."""
+    from shipyard.server.serve import plan, serve
+
+    store = _store()
+    serve(plan(host, port, token, store), store, say=click.echo)
 
 
 # Short aliases: `shipyard describe JOB` is `shipyard jobs describe JOB`.

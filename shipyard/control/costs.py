@@ -1,6 +1,6 @@
 """What jobs cost, added up (`shipyard costs`): by day, by job-name prefix or by tag, each total with what
 on demand would have cost, the spot savings and the warm pools' retained time. Each job's figures are
-its describe()'s `Shipyard.Cost` (control/billing.py), so the totals and the jobs always agree."""
+its describe()'s `Shipyard.Cost` (control/describe.py `billed`), so the totals and the jobs always agree."""
 
 from __future__ import annotations
 
@@ -37,17 +37,20 @@ def prefix_of(name: str) -> str:
 
 
 def job_costs(store, since: float | None = None) -> list[JobCost]:
-    from shipyard.control.describe import OWN, describe, describe_record
+    from shipyard.control.billing import prices
+    from shipyard.control.describe import billed
+    from shipyard.control.reconcile import reconcile
 
+    priced = prices()
     found = []
     for record in store.list_jobs():
         if since is not None and record.creation_time < since:
             continue
-        description = describe_record(store, record) if record.terminal else describe(store, record.name)
-        cost = description[OWN].get("Cost", {})
+        record = record if record.terminal else reconcile(store, record.name)
+        cost = billed(store, record, store.attempts(record.name), priced)[0].get("Cost", {})
         found.append(JobCost(
             name=record.name, created=record.creation_time,
-            tags=tuple(f"{t['Key']}={t['Value']}" for t in description.get("Tags", [])),
+            tags=tuple(f"{t['Key']}={t['Value']}" for t in record.spec.tags),
             cost=cost.get("Amount", 0.0), on_demand=cost.get("OnDemandAmount", 0.0),
             warm_pool_retained=cost.get("WarmPoolRetainedAmount", 0.0)))
     return found

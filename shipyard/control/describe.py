@@ -36,14 +36,12 @@ def describe(store: Store, name: str) -> dict:
 
 
 def describe_record(store: Store, record: JobRecord) -> dict:
-    from shipyard.control.billing import billing, prices
+    from shipyard.control.billing import prices
 
     spec = record.spec
     end = record.training_end_time
     attempts = store.attempts(spec.job_name)
-    priced = prices()
-    instance_type = priced(spec.instance_type)
-    costs = billing(spec, record.training_start_time, end, attempts, priced)
+    costs, pool = billed(store, record, attempts, prices())
     own = {key: costs.pop(key) for key in OWN_BILLING if key in costs}
     own["Attempts"] = [
         {"AttemptNumber": a["number"], "StartTime": _time(a["start_time"]), "EndTime": _time(a["end_time"]),
@@ -88,7 +86,11 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     if spec.tags:
         description["Tags"] = [dict(tag) for tag in spec.tags]
     if spec.keep_alive_period_in_seconds:
-        _warm_pool(store, spec, description, own, instance_type)
+        # as updated since (UpdateTrainingJob); the job's own until it has a pool (or it ran unsandboxed)
+        description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = (pool or {}).get(
+            "keep_alive", spec.keep_alive_period_in_seconds)
+        if pool:
+            description["WarmPoolStatus"] = pool["status"]
     if spec.checkpoint_s3_uri:
         description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
     if spec.profiler_config is not None:
@@ -133,26 +135,31 @@ def describe_record(store: Store, record: JobRecord) -> dict:
     return description
 
 
-def _warm_pool(store: Store, spec, description: dict, own: dict, instance_type) -> None:
-    """KeepAlivePeriodInSeconds (as updated since) and WarmPoolStatus; the retained time is billed at the
-    instances' price, as SageMaker bills it (ResourceRetainedBillableTimeInSeconds x InstanceCount)."""
+def billed(store: Store, record: JobRecord, attempts: list[dict], priced) -> tuple[dict, dict | None]:
+    """billing()'s figures for the job, with its warm pool's retained time added to Cost at the instances'
+    price, as SageMaker bills it (ResourceRetainedBillableTimeInSeconds x InstanceCount); and its pool's
+    keep-alive and WarmPoolStatus when it has one."""
+    from shipyard.control.billing import billing
     from shipyard.control.pools import reconcile_pools
     from shipyard.store.pools import PoolStore
 
+    spec = record.spec
+    costs = billing(spec, record.training_start_time, record.training_end_time, attempts, priced)
+    if not spec.keep_alive_period_in_seconds:
+        return costs, None
     pools = PoolStore(store)
     reconcile_pools(store)
     use = pools.use(spec.job_name)
     if use is None:   # not started yet, or it ran without a sandbox (no warm pool there)
-        description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = spec.keep_alive_period_in_seconds
-        return
-    description["ResourceConfig"]["KeepAlivePeriodInSeconds"] = use["keep_alive"]
-    status = description["WarmPoolStatus"] = pools.warm_pool_status(spec.job_name)
-    cost = own.get("Cost")
+        return costs, None
+    status = pools.warm_pool_status(spec.job_name)
+    cost, instance_type = costs.get("Cost"), priced(spec.instance_type)
     if cost is not None and instance_type is not None:
         price = instance_type.on_demand_usd_per_hour
         retained = round(status["ResourceRetainedBillableTimeInSeconds"] * spec.instance_count * price / 3600, 6)
         cost["WarmPoolRetainedAmount"] = retained
         cost["Amount"] = round(cost["Amount"] + retained, 6)
+    return costs, {"keep_alive": use["keep_alive"], "status": status}
 
 
 def _expected_model(spec) -> str:

@@ -68,6 +68,16 @@ def reconcile(store: Store, name: str) -> JobRecord:
     return store.get_job(name)
 
 
+def stop(store: Store, name: str) -> JobRecord:
+    """Ask the job to stop (`shipyard stop`, the server's stop); a job that already ended is a conflict."""
+    from shipyard.errors import ConflictError
+
+    record = reconcile(store, name)
+    if record.terminal or not store.request_stop(name):
+        raise ConflictError(f"job {name} already ended {store.get_job(name).status}; there is nothing to stop")
+    return record
+
+
 def kill_leftovers(name: str, job_dir: Path) -> None:
     """Without a sandbox an agent dies with its controller (PR_SET_PDEATHSIG) but its script, torchrun's
     workers and sidecars do not. They carry the job's name and its directory in their environment."""

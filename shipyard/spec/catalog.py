@@ -6,6 +6,7 @@ type of their own."""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,14 @@ class InstanceType(BaseModel):
 
 
 def _read_entries(text: str, source: str) -> dict[str, dict[str, Any]]:
+    return dict(_parsed(text, source))   # a copy: load_catalog merges into it
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str, source: str) -> dict[str, dict[str, Any]]:
+    """Parsed once per content: every describe() prices its job from the catalog (a server lists many)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (safe loaders)
     except yaml.YAMLError as exc:
         raise ValidationError("instance_types file", source, f"not valid YAML: {exc}") from None
     if data is None:

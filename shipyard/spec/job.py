@@ -400,6 +400,14 @@ class JobSpec(UserModel):
     def source_uri(self) -> str:
         return _decoded(self.hyperparameters["sagemaker_submit_directory"])
 
+    @property
+    def strategy(self) -> str:
+        """The distribution strategy, as `distribution=` names it; "single" without one."""
+        from shipyard.spec.distribution import from_hyperparameters
+
+        enabled = from_hyperparameters({k: _decoded(v) for k, v in self.hyperparameters.items()})
+        return "+".join(key for key in enabled if key != "instance_groups") or "single"
+
 
 def _decoded(value: str) -> str:
     """Framework estimators JSON-encode hyperparameter values, the generic one may not."""

@@ -8,4 +8,5 @@ SECONDARY_BY_PRIMARY = {
     "Stopping": ("Stopping",),
     "Stopped": ("Stopped", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"),
 }
+STATUSES = tuple(SECONDARY_BY_PRIMARY)
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})

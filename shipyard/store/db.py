@@ -174,6 +174,20 @@ class Store:
         finally:
             db.close()
 
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read-only snapshot: a deferred transaction, which in WAL mode never waits for a writer nor
+        makes one wait (BEGIN IMMEDIATE would), so many readers (a server's pages) cannot slow a controller."""
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
+        finally:
+            db.close()
+
     # -- paths -------------------------------------------------------------------------------
     def job_dir(self, name: str) -> Path:
         return self.home / "jobs" / name
@@ -203,11 +217,11 @@ class Store:
         return self.get_job(spec.job_name)
 
     def exists(self, name: str) -> bool:
-        with self._tx() as db:
+        with self._read() as db:
             return db.execute("SELECT 1 FROM jobs WHERE name=?", (name,)).fetchone() is not None
 
     def get_job(self, name: str) -> JobRecord:
-        with self._tx() as db:
+        with self._read() as db:
             row = db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE name=?", (name,)).fetchone()
             if row is None:
                 names = [r[0] for r in db.execute("SELECT name FROM jobs")]
@@ -221,27 +235,32 @@ class Store:
 
     def status(self, name: str) -> str | None:
         """The job's status alone (None: no such job), without parsing its spec."""
-        with self._tx() as db:
+        with self._read() as db:
             row = db.execute("SELECT status FROM jobs WHERE name=?", (name,)).fetchone()
         return row and row[0]
 
     def spec_fields(self, name: str) -> dict:
         """The job's spec as stored (JSON), unvalidated: for a controller deciding before it loads pydantic."""
-        with self._tx() as db:
+        with self._read() as db:
             row = db.execute("SELECT spec FROM jobs WHERE name=?", (name,)).fetchone()
         if row is None:
             raise NotFoundError(f"no job named {name!r}")
         return json.loads(row[0])
 
-    def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
-        query, args = f"SELECT {JOB_COLUMNS} FROM jobs", []
-        if status:
-            query, args = query + " WHERE status=?", [status]
-        query += " ORDER BY creation_time DESC"
-        if limit:
-            query += f" LIMIT {int(limit)}"
-        with self._tx() as db:
+    def list_jobs(self, status: str | None = None, limit: int | None = None, offset: int = 0,
+                  name_contains: str | None = None) -> list[JobRecord]:
+        """Newest first; `status` and `name_contains` filter, `limit` and `offset` page."""
+        where, args = _job_filter(status, name_contains)
+        query = f"SELECT {JOB_COLUMNS} FROM jobs{where} ORDER BY creation_time DESC"
+        if limit or offset:
+            query += f" LIMIT {int(limit) if limit else -1} OFFSET {int(offset)}"
+        with self._read() as db:
             return [_record(row, ()) for row in db.execute(query, args).fetchall()]
+
+    def count_jobs(self, status: str | None = None, name_contains: str | None = None) -> int:
+        where, args = _job_filter(status, name_contains)
+        with self._read() as db:
+            return db.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
 
     def transition(self, name: str, status: str, secondary: str, message: str = "") -> bool:
         """Move a job to (status, secondary): a new transition when the secondary status changes, else
@@ -293,7 +312,7 @@ class Store:
 
     def spec_version(self, name: str) -> int:
         """How many times the job's spec was updated (a cheap look for its controller)."""
-        with self._tx() as db:
+        with self._read() as db:
             row = db.execute("SELECT spec_version FROM jobs WHERE name=?", (name,)).fetchone()
         return row[0] if row else 0
 
@@ -326,7 +345,7 @@ class Store:
 
     def stop_requested(self, name: str) -> str | None:
         """Why the job was asked to stop (STOP_REQUESTED when no reason was given); None if it was not."""
-        with self._tx() as db:
+        with self._read() as db:
             row = db.execute("SELECT stop_requested, stop_reason FROM jobs WHERE name=?", (name,)).fetchone()
         return (row[1] or STOP_REQUESTED) if row and row[0] else None
 
@@ -347,7 +366,7 @@ class Store:
             db.execute(f"UPDATE attempts SET {sets} WHERE job=? AND number=?", (*fields.values(), name, number))
 
     def attempts(self, name: str) -> list[dict]:
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(
                 "SELECT number, start_time, end_time, outcome, reason, restored_checkpoint FROM attempts"
                 " WHERE job=? ORDER BY number", (name,),
@@ -369,7 +388,7 @@ class Store:
         args: list[object] = [name, after]
         if kind:
             query, args = query + " AND kind=?", [*args, kind]
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(query + " ORDER BY rowid", args).fetchall()
         return [{"id": r[0], "ts": r[1], "kind": r[2], "host": r[3], "message": r[4]} for r in rows]
 
@@ -394,7 +413,7 @@ class Store:
             )
 
     def rule_statuses(self, name: str, kind: str) -> list[dict]:
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute("SELECT rule, status, details, last_modified FROM rule_statuses WHERE job=? AND kind=?"
                               " ORDER BY rowid", (name, kind)).fetchall()
         return [{"rule": r[0], "status": r[1], "details": r[2], "last_modified": r[3]} for r in rows]
@@ -404,9 +423,20 @@ class Store:
         args: list[object] = [name]
         if metric:
             query, args = query + " AND name=?", [name, metric]
-        with self._tx() as db:
+        with self._read() as db:
             rows = db.execute(query + " ORDER BY ts, rowid", args).fetchall()
         return [{"name": r[0], "host": r[1], "ts": r[2], "value": r[3]} for r in rows]
+
+
+def _job_filter(status: str | None, name_contains: str | None) -> tuple[str, list[object]]:
+    clauses, args = [], []
+    if status:
+        clauses, args = ["status=?"], [status]
+    if name_contains:
+        # instr, not LIKE: a name's own `%` and `_` match themselves
+        clauses.append("instr(name, ?) > 0")
+        args.append(name_contains)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def _missing_columns(db: sqlite3.Connection) -> list[tuple[str, str, str]]:

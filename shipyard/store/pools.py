@@ -108,7 +108,7 @@ class PoolStore:
             db.execute("UPDATE pools SET members=? WHERE name=?", (json.dumps(members), name))
 
     def get(self, name: str) -> Pool:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM pools WHERE name=?", (name,)).fetchone()
             names = [] if row else [r[0] for r in db.execute("SELECT name FROM pools")]
         if row is None:
@@ -116,7 +116,7 @@ class PoolStore:
         return _pool(row)
 
     def list(self, include_terminated: bool = True) -> list[Pool]:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             rows = db.execute(f"SELECT {_COLUMNS} FROM pools ORDER BY creation_time").fetchall()
         pools = [_pool(r) for r in rows]
         return pools if include_terminated else [p for p in pools if p.status != "Terminated"]
@@ -197,7 +197,7 @@ class PoolStore:
         return self.get(pool.name)
 
     def use(self, job: str) -> dict | None:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             row = db.execute("SELECT job, pool, keep_alive, available_since, released_at, reused_by FROM pool_uses "
                              "WHERE job=?", (job,)).fetchone()
         return None if row is None else dict(zip(("job", "pool", "keep_alive", "available_since", "released_at",

@@ -107,11 +107,11 @@ class TuningStore:
         return self.get(spec.tuning_job_name)
 
     def exists(self, name: str) -> bool:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             return db.execute("SELECT 1 FROM tuning_jobs WHERE name=?", (name,)).fetchone() is not None
 
     def get(self, name: str) -> TuningRecord:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             row = db.execute("SELECT * FROM tuning_jobs WHERE name=?", (name,)).fetchone()
             if row is None:
                 guess = closest(name, [r[0] for r in db.execute("SELECT name FROM tuning_jobs")])
@@ -120,7 +120,7 @@ class TuningStore:
         return _record(row)
 
     def list(self) -> list[TuningRecord]:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             return [_record(r) for r in db.execute("SELECT * FROM tuning_jobs ORDER BY creation_time DESC")]
 
     def set_status(self, name: str, status: str, **fields: object) -> bool:
@@ -173,7 +173,7 @@ class TuningStore:
             db.execute(f"UPDATE tuning_trials SET {sets} WHERE tuning_job=? AND job=?", (*fields.values(), name, job))
 
     def trials(self, name: str) -> list[Trial]:
-        with self.store._tx() as db:
+        with self.store._read() as db:
             rows = db.execute("SELECT job, seq, number, definition, hyperparameters, state, rung, paused, stop_reason"
                               " FROM tuning_trials WHERE tuning_job=? ORDER BY seq", (name,)).fetchall()
         return [Trial(job, seq, number, definition, json.loads(hps), state, rung, bool(paused), reason)

@@ -422,9 +422,10 @@ def test_hung_rank_is_named_across_nodes(home, s3, on_ray, tmp_path):
     _left_nothing(on_ray, est.latest_training_job.name)
 
 
-def test_debugger_and_profiler_rules_judge_what_every_node_uploaded(home, s3, on_ray):
+def test_debugger_and_profiler_rules_judge_what_every_node_uploaded(home, s3, on_ray, shipyard_server):
     """One job, each instance on its own node: DeadRelu fires on the tensors the nodes saved, and the
-    profiler has system metrics and step times from both, which MaxInitializationTime judges."""
+    profiler has system metrics and step times from both, which MaxInitializationTime judges. The server
+    shows the job as it shows a local one."""
     s3.bucket("out")
     relu_every_step = [CollectionConfig(name="relu_output", parameters={"save_interval": "1"})]
     steps = 20
@@ -454,6 +455,15 @@ def test_debugger_and_profiler_rules_judge_what_every_node_uploaded(home, s3, on
     nodes = {_node_of(Store().log_path(job.name, host), host, on_ray).node_id for host in ("algo-1", "algo-2")}
     assert len(nodes) == 2
     _left_nothing(on_ray, job.name)
+
+    row = shipyard_server.get(f"/api/jobs/{job.name}")[1]["job"]
+    assert (row["backend"], row["status"], row["instance_count"]) == ("ray", "Completed", 2)
+    assert set(shipyard_server.get(f"/api/jobs/{job.name}/system")[1]["hosts"]) == {"algo-1", "algo-2"}
+    assert {(r["rule"], r["status"]) for r in shipyard_server.get(f"/api/jobs/{job.name}/rules")[1]} == \
+        {("DeadRelu", "IssuesFound"), ("MaxInitializationTime", "NoIssuesFound")}
+    for host in ("algo-1", "algo-2"):
+        lines = shipyard_server.get(f"/api/jobs/{job.name}/logs/{host}?search=loss")[1]["lines"]
+        assert len(lines) == steps, host
 
 
 def _pool_actors(cluster, pool: str) -> list[str]:

@@ -42,11 +42,12 @@ def test_every_registry_of_shipyard_loads_every_built_in():
     from shipyard.parallel.strategies import REGISTRY as strategies
     from shipyard.runtime.agent import SERVICES
     from shipyard.runtime.launchers import REGISTRY as launchers
+    from shipyard.server.app import ROUTES as routes
     from shipyard.spec.rules import RULES as rules
     from shipyard.spec.tuning import STRATEGIES as tuning_strategies
 
     for table in (backends, FRAMEWORKS, watchers, strategies, *rules.values(), SERVICES, tuning_strategies,
-                  launchers):
+                  launchers, routes):
         assert isinstance(table, registry.Registry)
         for name in table:
             assert table.load(name) is not None, (table.kind, name)

@@ -42,12 +42,12 @@ def job_costs(store, since: float | None = None) -> list[JobCost]:
     from shipyard.control.reconcile import reconcile
 
     priced = prices()
+    records = [r for r in store.list_jobs() if since is None or r.creation_time >= since]
+    attempts = store.attempts_of([r.name for r in records])
     found = []
-    for record in store.list_jobs():
-        if since is not None and record.creation_time < since:
-            continue
+    for record in records:
         record = record if record.terminal else reconcile(store, record.name)
-        cost = billed(store, record, store.attempts(record.name), priced)[0].get("Cost", {})
+        cost = billed(store, record, attempts[record.name], priced)[0].get("Cost", {})
         found.append(JobCost(
             name=record.name, created=record.creation_time,
             tags=tuple(f"{t['Key']}={t['Value']}" for t in record.spec.tags),

@@ -5,11 +5,13 @@ scripts, so text from a job can never run as code even if it were put in a page 
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from shipyard.errors import ConflictError, NotFoundError, ShipyardError, ValidationError
 from shipyard.registry import Registry
@@ -87,19 +89,21 @@ def create_app(store: Store, token: str, loopback: bool = True) -> FastAPI:
 
         return Response(page(app.openapi()), media_type="text/html")
 
+    files = {p.name: p.read_bytes() for p in STATIC.iterdir() if p.is_file()}
+    # The page names its files with a digest of them all: a browser keeps them until the dashboard changes.
+    version = hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()[:12]
+    page = files.pop("index.html").decode().replace("{{version}}", version)
+
     @app.get("/", include_in_schema=False)
     def index():
-        return FileResponse(STATIC / "index.html")
+        return Response(page, media_type="text/html", headers={"Cache-Control": "no-cache"})
 
     @app.get("/static/{name}", include_in_schema=False)
-    def static(name: str):
+    def static(name: str, v: str | None = None):
         # Only the files shipped in static/, by exact name: nothing else on disk is reachable.
-        if name not in _static_files():
+        if name not in files:
             return JSONResponse({"detail": f"no static file {name!r}"}, 404)
-        return FileResponse(STATIC / name)
+        cache = "public, max-age=31536000, immutable" if v == version else "no-cache"
+        return Response(files[name], media_type=mimetypes.guess_type(name)[0], headers={"Cache-Control": cache})
 
     return app
-
-
-def _static_files() -> frozenset[str]:
-    return frozenset(p.name for p in STATIC.iterdir() if p.is_file())

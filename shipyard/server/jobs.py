@@ -14,6 +14,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from shipyard.server.app import reader, writer
+from shipyard.server.recent import Recent
 from shipyard.spec.statuses import STATUSES
 from shipyard.store import JobRecord, Store
 
@@ -21,17 +22,19 @@ router = APIRouter(tags=["jobs"])
 POINTS = 2000                 # per series unless asked: enough for a chart as wide as a screen
 LOG_PAGE_BYTES = 1 << 20      # one read of a log: at most 1 MiB of lines
 STREAM_POLL_SECONDS = 0.5
+# What a page polls, shared between the pages that poll it (at most a second old; a page polls every 2 s).
+RECENT = Recent(1.0)
 Reader = Annotated[Store, Depends(reader)]
 Writer = Annotated[Store, Depends(writer)]
 
 
-def summary(store: Store, record: JobRecord, priced) -> dict:
+def summary(store: Store, record: JobRecord, attempts: list[dict], priced) -> dict:
     """One row of the jobs table: what a person scans for. Its cost is describe()'s (control/describe.py
     `billed`), without the rest of describe(), so a page of rows stays quick."""
     from shipyard.control.describe import billed
 
     spec = record.spec
-    costs, _ = billed(store, record, store.attempts(record.name), priced)
+    costs, _ = billed(store, record, attempts, priced)
     cost = costs.get("Cost", {})
     end = (record.training_end_time or record.last_modified_time) if record.terminal else time.time()
     return {
@@ -75,9 +78,9 @@ def list_jobs(store: Reader, status: str | None = None,
 
     status = _status(status)
     records = store.list_jobs(status=status, name_contains=name, limit=limit, offset=offset)
-    priced = prices()
+    priced, attempts = prices(), store.attempts_of([r.name for r in records])
     # A job whose controller died says InProgress until something reconciles it (as `shipyard jobs list`).
-    rows = [summary(store, r if r.terminal else reconcile(store, r.name), priced) for r in records]
+    rows = [summary(store, r if r.terminal else reconcile(store, r.name), attempts[r.name], priced) for r in records]
     return {"total": store.count_jobs(status=status, name_contains=name), "limit": limit, "offset": offset,
             "jobs": rows}
 
@@ -85,12 +88,16 @@ def list_jobs(store: Reader, status: str | None = None,
 @router.get("/jobs/{name}")
 def get_job(store: Reader, name: str) -> dict:
     """The job as DescribeTrainingJob returns it (`describe`), its summary row and its hosts."""
+    return RECENT.get((store.home, "job", name), lambda: _job(store, name))
+
+
+def _job(store: Store, name: str) -> dict:
     from shipyard.control.billing import prices
     from shipyard.control.describe import describe_record
     from shipyard.control.reconcile import reconcile
 
     record = reconcile(store, name)
-    return {"job": summary(store, record, prices()), "hosts": record.spec.hosts,
+    return {"job": summary(store, record, store.attempts(name), prices()), "hosts": record.spec.hosts,
             "describe": describe_record(store, record)}
 
 
@@ -103,8 +110,10 @@ def attempts(store: Reader, name: str) -> list[dict]:
 @router.get("/jobs/{name}/events")
 def events(store: Reader, name: str, kind: str | None = None,
            after: Annotated[int, Query(ge=0, description="The last event id already seen")] = 0) -> list[dict]:
-    store.get_job(name)
-    return store.events(name, kind, after)
+    def read() -> list[dict]:
+        store.get_job(name)
+        return store.events(name, kind, after)
+    return RECENT.get((store.home, "events", name, kind, after), read)
 
 
 @router.get("/jobs/{name}/metrics")
@@ -112,6 +121,10 @@ def metrics(store: Reader, name: str, metric: str | None = None,
             points: Annotated[int, Query(ge=2, le=100_000)] = POINTS) -> dict:
     """Each metric's values over time, per host: {metric: {host: [[timestamp, value], ...]}}, each series
     thinned evenly to at most `points` (its last value always kept)."""
+    return RECENT.get((store.home, "metrics", name, metric, points), lambda: _metrics(store, name, metric, points))
+
+
+def _metrics(store: Store, name: str, metric: str | None, points: int) -> dict:
     record = store.get_job(name)
     series: dict[str, dict[str, list]] = {}
     for point in store.metrics(name, metric):
@@ -131,6 +144,10 @@ def thinned(values: list, points: int) -> list:
 def system(store: Reader, name: str, points: Annotated[int, Query(ge=2, le=100_000)] = POINTS) -> dict:
     """The profiler's system metrics per instance: CPU (the mean of its cores), memory, each GPU's
     utilisation, network; {host: {series: [[timestamp, value], ...]}}. Empty without profiling."""
+    return RECENT.get((store.home, "system", name, points), lambda: _system(store, name, points))
+
+
+def _system(store: Store, name: str, points: int) -> dict:
     from shipyard.rules.profiler.data import ProfilerReader
 
     spec = store.get_job(name).spec
@@ -160,6 +177,10 @@ def _mean(series) -> list[tuple[float, float]]:
 @router.get("/jobs/{name}/rules")
 def rules(store: Reader, name: str) -> list[dict]:
     """Every rule the job was given, with its evaluation status and findings (Pending until evaluated)."""
+    return RECENT.get((store.home, "rules", name), lambda: _rules(store, name))
+
+
+def _rules(store: Store, name: str) -> list[dict]:
     spec = store.get_job(name).spec
     found = {(kind, s["rule"]): s for kind in ("debugger", "profiler") for s in store.rule_statuses(name, kind)}
     configured = [(r.kind, r.name) for r in spec.rules]
@@ -247,7 +268,8 @@ async def log_stream(store: Reader, name: str, host: str, offset: Annotated[int,
         position = offset
         while True:
             # The status is read before the file, so lines written before the end are all sent.
-            done = await asyncio.to_thread(store.status, name) in _terminal()
+            done = await asyncio.to_thread(RECENT.get, (store.home, "status", name), lambda: store.status(name)) \
+                in _terminal()
             lines, position = read_lines(path, position, final=done)
             if lines:
                 yield f"id: {position}\ndata: {json.dumps(lines)}\n\n"

@@ -366,13 +366,21 @@ class Store:
             db.execute(f"UPDATE attempts SET {sets} WHERE job=? AND number=?", (*fields.values(), name, number))
 
     def attempts(self, name: str) -> list[dict]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT number, start_time, end_time, outcome, reason, restored_checkpoint FROM attempts"
-                " WHERE job=? ORDER BY number", (name,),
-            ).fetchall()
+        return self.attempts_of([name])[name]
+
+    def attempts_of(self, names: list[str]) -> dict[str, list[dict]]:
+        """Each job's attempts, in one read (a page of jobs priced at once)."""
         keys = ("number", "start_time", "end_time", "outcome", "reason", "restored_checkpoint")
-        return [dict(zip(keys, row)) for row in rows]
+        found: dict[str, list[dict]] = {name: [] for name in names}
+        with self._read() as db:
+            for start in range(0, len(names), 500):   # SQLite's limit on a statement's parameters
+                chunk = names[start:start + 500]
+                rows = db.execute(
+                    f"SELECT job, {', '.join(keys)} FROM attempts WHERE job IN ({', '.join('?' * len(chunk))})"
+                    " ORDER BY job, number", chunk).fetchall()
+                for job, *values in rows:
+                    found[job].append(dict(zip(keys, values)))
+        return found
 
     # -- events and metrics -------------------------------------------------------------------
     def add_event(self, name: str, kind: str, message: str, host: str | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 import urllib.error
@@ -170,6 +171,9 @@ def test_changes_need_the_token_in_a_header_and_nothing_outside_the_store_is_rea
     assert status == 400 and "127.0.0.1" in error["detail"]
     status, page = server.get("/")
     assert status == 200 and "script-src 'self'" in server.last_headers["Content-Security-Policy"]
+    script = re.search(r'src="(/static/app\.js\?v=\w+)"', page).group(1)   # named by a digest of the files
+    assert server.get(script)[0] == 200 and "immutable" in server.last_headers["Cache-Control"]
+    assert server.get("/static/app.js?v=old")[0] == 200 and server.last_headers["Cache-Control"] == "no-cache"
     status, docs = server.get("/docs")
     assert status == 200 and "/api/jobs/{name}/logs/{host}/stream" in docs and "cdn" not in docs.lower()
     assert "/api/jobs/{name}/stop" in server.get("/openapi.json")[1]["paths"]

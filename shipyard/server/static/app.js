@@ -183,6 +183,7 @@ route(/^\/jobs$/, (app, page) => {
         h("td", { class: "num" }, job.spot_savings_percent === null ? "-" : `${job.spot_savings_percent}%`));
     }));
     if (!data.jobs.length) tbody.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "no jobs" + (jobsState.status || jobsState.name ? " match" : " yet"))));
+    if (!performance.getEntriesByName("shipyard:jobs-rows").length) performance.mark("shipyard:jobs-rows");   // benchmarks/server.py
     const last = Math.min(data.total, data.offset + data.jobs.length);
     info.textContent = data.total ? `${data.offset + 1}-${last} of ${data.total}` : "";
     prev.disabled = data.offset === 0;
@@ -225,6 +226,13 @@ route(/^\/jobs\/(.+)$/, async (app, page, [name]) => {
     h("div", { class: "grid2" }, card("Hyperparameters", sections.hyperparameters), card("Events", sections.events)));
 
   let shown = null, lastEvent = 0, stopping = false;
+  const drawn = {};
+  const changed = (key, value) => {
+    const text = JSON.stringify(value);
+    if (drawn[key] === text) return false;
+    drawn[key] = text;
+    return true;
+  };
   const refresh = async () => {
     const data = await api(`/api/jobs/${encodeURIComponent(name)}`, { signal: page.signal() });
     if (!page.alive) return;
@@ -251,10 +259,11 @@ route(/^\/jobs\/(.+)$/, async (app, page, [name]) => {
       api(`/api/jobs/${encodeURIComponent(name)}/metrics`, { signal: page.signal() }),
       api(`/api/jobs/${encodeURIComponent(name)}/system`, { signal: page.signal() })]);
     if (!page.alive) return;
-    sections.rules.replaceChildren(rulesTable(rules));
+    // Drawn again only when what they show changed: a page left open costs its browser little.
+    if (changed("rules", rules)) sections.rules.replaceChildren(rulesTable(rules));
     lastEvent = appendEvents(sections.events, events, lastEvent);
-    sections.metrics.replaceChildren(...metricCharts(metrics));
-    sections.system.replaceChildren(...systemCharts(system));
+    if (changed("metrics", metrics)) sections.metrics.replaceChildren(...metricCharts(metrics));
+    if (changed("system", system)) sections.system.replaceChildren(...systemCharts(system));
     shown = job.status;
     return job.status;
   };

@@ -226,36 +226,72 @@ def jobs() -> None:
     """List, describe, wait for, stop jobs and read their logs."""
 
 
-@jobs.command("list")
+@jobs.command("list", epilog="""\b
+Examples:
+  shipyard jobs list --status InProgress
+  shipyard jobs list --name-contains mnist --since 7d
+  shipyard jobs list -o json | jq -r '.[] | select(.status == "Failed") | .name'""")
 @click.option("--status", callback=lambda ctx, param, value: _status(value), metavar="|".join(STATUSES),
               help="Only jobs in this status.")
+@click.option("--name-contains", metavar="TEXT", help="Only jobs whose name contains TEXT.")
+@click.option("--since", metavar="DURATION|DATE", help="Only jobs created in the last 7d (or since 2026-11-01).")
 @click.option("--limit", type=int, help="At most this many, newest first.")
-def list_jobs(status: str | None, limit: int | None) -> None:
-    """A table of jobs, newest first; a job waiting for capacity shows its place in the queue."""
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: every row's fields, for scripts.")
+def list_jobs(status: str | None, name_contains: str | None, since: str | None, limit: int | None,
+              output: str) -> None:
+    """Jobs newest first: status, instances, strategy, duration, cost; a job waiting for capacity shows its
+    place in the queue. Names are shown whole: on a narrow terminal the less needed columns go."""
     import time
 
-    from shipyard.control.reconcile import reconcile
+    from rich.markup import escape
+
+    from shipyard.control.describe import summaries
+    from shipyard.planner.request import since as moment_since
     from shipyard.store.queue import CapacityQueue, ordinal
 
     store = _store()
-    # A job whose controller died still says InProgress until something reconciles it.
-    records = [r if r.terminal else reconcile(store, r.name) for r in store.list_jobs()]
-    records = [r for r in records if status is None or r.status == status][:limit]
+    after = moment_since("--since", since) if since else None
+    records = [r for r in store.list_jobs(name_contains=name_contains) if after is None or r.creation_time >= after]
+    # Filtered by status after reconciling: a job whose controller died says InProgress until then.
+    rows = [row for row in summaries(store, records) if status is None or row["status"] == status][:limit]
     places = {name: place for place, name in enumerate(CapacityQueue(store).waiting(), start=1)}
-    console = _table_console()
-    if not records:
-        console.print("no jobs" + (f" with status {status}" if status else ""))
+    if output == "json":
+        click.echo(json.dumps([{**row, "queue_place": places.get(row["name"])} for row in rows], indent=2))
         return
-    table = _table("NAME", "STATUS", "SECONDARY STATUS", "CREATED", "DURATION")
-    now = time.time()
-    for r in records:
-        end = (r.training_end_time or r.last_modified_time) if r.terminal else now
-        style = STATUS_STYLES.get(r.status, "")
-        queued = f" ({ordinal(places[r.name])} in queue)" if r.name in places else ""
-        table.add_row(r.name, f"[{style}]{r.status}[/{style}]", r.secondary_status + queued,
-                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.creation_time)),
-                      _duration(end - r.creation_time))
+    console = _table_console()
+    if not rows:
+        console.print("no jobs" + (f" with status {status}" if status else "") + (" matching" if name_contains or since else ""))
+        return
+    cells = {"NAME": [], "STATUS": [], "SECONDARY STATUS": [], "INSTANCES": [], "STRATEGY": [], "CREATED": [],
+             "DURATION": [], "COST": []}
+    for row in rows:
+        queued = f" ({ordinal(places[row['name']])} in queue)" if row["name"] in places else ""
+        for column, value in zip(cells, (
+                row["name"], row["status"], row["secondary_status"] + queued, row["instance_type"], row["strategy"],
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["creation_time"])), _duration(row["duration"]),
+                "-" if row["cost"] is None else f"${row['cost']:,.4f}")):
+            cells[column].append(value)
+    shown = _fitting(cells, console.width, drop=("CREATED", "STRATEGY", "INSTANCES", "SECONDARY STATUS", "COST"))
+    table = _table(*shown)
+    for i, row in enumerate(rows):
+        style = STATUS_STYLES.get(row["status"], "")
+        table.add_row(*(f"[{style}]{cells[c][i]}[/{style}]" if c == "STATUS" else escape(cells[c][i]) for c in shown))
     console.print(table)
+
+
+def _fitting(cells: dict[str, list[str]], width: int, drop: tuple[str, ...]) -> list[str]:
+    """The columns that fit the terminal: names are never cut nor wrapped (they are copied), so on a narrow
+    one the columns in `drop` go, first to last, until the rest fits (`-o json` has them all)."""
+    def needed(columns):
+        return sum(max(len(c), *(len(v) for v in cells[c])) for c in columns) + 2 * (len(columns) - 1)
+
+    shown = list(cells)
+    for column in drop:
+        if needed(shown) <= width:
+            break
+        shown.remove(column)
+    return shown
 
 
 def _table_console():

@@ -4,6 +4,7 @@ shipyard's own fields are under `Shipyard`, and `Tags` (SageMaker's ListTags) be
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 from shipyard.control.reconcile import reconcile
 from shipyard.store import JobRecord, Store
@@ -160,6 +161,42 @@ def billed(store: Store, record: JobRecord, attempts: list[dict], priced) -> tup
         cost["WarmPoolRetainedAmount"] = retained
         cost["Amount"] = round(cost["Amount"] + retained, 6)
     return costs, {"keep_alive": use["keep_alive"], "status": status}
+
+
+def summary(store: Store, record: JobRecord, attempts: list[dict], priced) -> dict:
+    """One row of a jobs table (the dashboard's, `shipyard jobs list`): what a person scans for. Its cost
+    is describe()'s (`billed`), without the rest of describe(), so a page of rows stays quick."""
+    spec = record.spec
+    costs, _ = billed(store, record, attempts, priced)
+    cost = costs.get("Cost", {})
+    end = (record.training_end_time or record.last_modified_time) if record.terminal else time.time()
+    return {
+        "name": record.name,
+        "status": record.status,
+        "secondary_status": record.secondary_status,
+        "creation_time": record.creation_time,
+        "training_start_time": record.training_start_time,
+        "training_end_time": record.training_end_time,
+        "duration": max(0.0, end - record.creation_time),
+        "instance_count": spec.instance_count,
+        "instance_type": ", ".join(f"{len(g['hosts'])} x {g['instance_type']}" for g in spec.groups),
+        "strategy": spec.strategy,
+        "backend": spec.backend,
+        "spot": spec.use_spot_instances,
+        "cost": cost.get("Amount"),
+        "on_demand_cost": cost.get("OnDemandAmount"),
+        "spot_savings_percent": costs.get("ManagedSpotTrainingSavings"),
+        "failure_reason": record.failure_reason,
+    }
+
+
+def summaries(store: Store, records: list[JobRecord]) -> list[dict]:
+    """Rows for these jobs, priced together; a job whose controller died is reconciled first (it says
+    InProgress until something does)."""
+    from shipyard.control.billing import prices
+
+    priced, attempts = prices(), store.attempts_of([r.name for r in records])
+    return [summary(store, r if r.terminal else reconcile(store, r.name), attempts[r.name], priced) for r in records]
 
 
 def _expected_model(spec) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from shipyard.server.app import reader, writer
 from shipyard.server.recent import Recent
 from shipyard.spec.statuses import STATUSES
-from shipyard.store import JobRecord, Store
+from shipyard.store import Store
 
 router = APIRouter(tags=["jobs"])
 POINTS = 2000                 # per series unless asked: enough for a chart as wide as a screen
@@ -26,35 +25,6 @@ STREAM_POLL_SECONDS = 0.5
 RECENT = Recent(1.0)
 Reader = Annotated[Store, Depends(reader)]
 Writer = Annotated[Store, Depends(writer)]
-
-
-def summary(store: Store, record: JobRecord, attempts: list[dict], priced) -> dict:
-    """One row of the jobs table: what a person scans for. Its cost is describe()'s (control/describe.py
-    `billed`), without the rest of describe(), so a page of rows stays quick."""
-    from shipyard.control.describe import billed
-
-    spec = record.spec
-    costs, _ = billed(store, record, attempts, priced)
-    cost = costs.get("Cost", {})
-    end = (record.training_end_time or record.last_modified_time) if record.terminal else time.time()
-    return {
-        "name": record.name,
-        "status": record.status,
-        "secondary_status": record.secondary_status,
-        "creation_time": record.creation_time,
-        "training_start_time": record.training_start_time,
-        "training_end_time": record.training_end_time,
-        "duration": max(0.0, end - record.creation_time),
-        "instance_count": spec.instance_count,
-        "instance_type": ", ".join(f"{len(g['hosts'])} x {g['instance_type']}" for g in spec.groups),
-        "strategy": spec.strategy,
-        "backend": spec.backend,
-        "spot": spec.use_spot_instances,
-        "cost": cost.get("Amount"),
-        "on_demand_cost": cost.get("OnDemandAmount"),
-        "spot_savings_percent": costs.get("ManagedSpotTrainingSavings"),
-        "failure_reason": record.failure_reason,
-    }
 
 
 def _status(status: str | None) -> str | None:
@@ -73,14 +43,11 @@ def list_jobs(store: Reader, status: str | None = None,
               name: Annotated[str | None, Query(description="Only jobs whose name contains this")] = None,
               limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0) -> dict:
     """Jobs newest first, one page of summary rows, and how many match in all."""
-    from shipyard.control.billing import prices
-    from shipyard.control.reconcile import reconcile
+    from shipyard.control.describe import summaries
 
     status = _status(status)
     records = store.list_jobs(status=status, name_contains=name, limit=limit, offset=offset)
-    priced, attempts = prices(), store.attempts_of([r.name for r in records])
-    # A job whose controller died says InProgress until something reconciles it (as `shipyard jobs list`).
-    rows = [summary(store, r if r.terminal else reconcile(store, r.name), attempts[r.name], priced) for r in records]
+    rows = summaries(store, records)
     return {"total": store.count_jobs(status=status, name_contains=name), "limit": limit, "offset": offset,
             "jobs": rows}
 
@@ -93,7 +60,7 @@ def get_job(store: Reader, name: str) -> dict:
 
 def _job(store: Store, name: str) -> dict:
     from shipyard.control.billing import prices
-    from shipyard.control.describe import describe_record
+    from shipyard.control.describe import describe_record, summary
     from shipyard.control.reconcile import reconcile
 
     record = reconcile(store, name)

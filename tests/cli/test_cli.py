@@ -168,7 +168,8 @@ def test_list_describe_and_stop_on_store_records(runner, home):
     table = runner.invoke(cli, ["jobs", "list"])
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "STATUS", "SECONDARY", "STATUS", "CREATED", "DURATION"]
+    assert lines[0].split() == ["NAME", "STATUS", "SECONDARY", "STATUS", "INSTANCES", "STRATEGY", "CREATED",
+                                "DURATION", "COST"]
     assert lines[1].split()[:3] == ["running-1", "InProgress", "Starting"]
     assert lines[2].split()[:3] == ["done-1", "Completed", "Completed"]
     only = runner.invoke(cli, ["jobs", "list", "--status", "completed"]).stdout
@@ -204,6 +205,33 @@ def test_wait_exit_codes(runner, home):
     assert result.exit_code == 0 and "Completed" in result.stdout
     result = runner.invoke(cli, ["jobs", "wait", "failed-1"])
     assert result.exit_code == 1 and "Failed" in result.stdout
+
+
+def test_list_filters_by_name_and_age_prints_json_and_never_cuts_a_name(runner, home, monkeypatch):
+    import sqlite3
+
+    from rich.console import Console
+
+    long = "a-rather-long-job-name-as-generated-2026-11-24-13-10-55-123"
+    store = _job(home, long, status="Completed")
+    _job(home, "old-1", status="Failed")
+    with sqlite3.connect(store.path) as db:   # made ten days ago
+        db.execute("UPDATE jobs SET creation_time=creation_time-864000 WHERE name='old-1'")
+    rows = json.loads(runner.invoke(cli, ["jobs", "list", "-o", "json"]).stdout)
+    assert [r["name"] for r in rows] == [long, "old-1"]
+    assert (rows[0]["instance_type"], rows[0]["strategy"], rows[0]["cost"], rows[0]["queue_place"]) == \
+        ("1 x local", "single", 0.0, None)
+    recent = json.loads(runner.invoke(cli, ["jobs", "list", "--since", "7d", "--output", "json"]).stdout)
+    assert [r["name"] for r in recent] == [long]
+    named = json.loads(runner.invoke(cli, ["jobs", "list", "--name-contains", "old", "-o", "json"]).stdout)
+    assert [r["name"] for r in named] == ["old-1"]
+    assert "no jobs matching" in runner.invoke(cli, ["jobs", "list", "--name-contains", "nothing"]).stdout
+    # An 80-column terminal: names whole, the less needed columns left out so that the rest fits.
+    monkeypatch.setattr("shipyard.cli.main._table_console", lambda: Console(width=80, highlight=False))
+    lines = runner.invoke(cli, ["jobs", "list"]).stdout.splitlines()
+    assert lines[0].split()[:2] == ["NAME", "STATUS"] and "CREATED" not in lines[0]
+    assert lines[1].split()[:2] == [long, "Completed"]
+    assert max(len(line) for line in lines) <= 80
 
 
 @pytest.mark.parametrize("status", ["bogus"])

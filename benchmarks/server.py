@@ -43,7 +43,7 @@ import argparse, time
 import torch
 torch.set_num_threads(1)
 parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=6000)
+parser.add_argument("--steps", type=int, required=True)
 args, _ = parser.parse_known_args()
 a = torch.randn(256, 256)
 for step in range(args.steps):

@@ -20,7 +20,7 @@ import warnings
 import click
 
 from shipyard.errors import ShipyardError, UnexpectedStatusError
-from shipyard.spec.statuses import STATUSES
+from shipyard.spec.statuses import STATUSES, status_named
 
 STATUS_STYLES = {"Completed": "green", "Failed": "red", "Stopped": "yellow", "Stopping": "yellow",
                  "InProgress": "cyan"}
@@ -315,9 +315,9 @@ def _table(*columns: str):
 def _status(value: str | None) -> str | None:
     if value is None:
         return None
-    for status in STATUSES:
-        if status.lower() == value.lower():
-            return status
+    found = status_named(value)
+    if found:
+        return found
     from shipyard.errors import closest
 
     guess = closest(value, STATUSES)

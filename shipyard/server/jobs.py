@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 
 from shipyard.server.app import reader, writer
 from shipyard.server.recent import Recent
-from shipyard.spec.statuses import STATUSES
-from shipyard.store import Store
+from shipyard.spec.statuses import STATUSES, TERMINAL_STATUSES, status_named
+from shipyard.store import JobRecord, Store
 
 router = APIRouter(tags=["jobs"])
 POINTS = 2000                 # per series unless asked: enough for a chart as wide as a screen
@@ -32,7 +32,7 @@ def _status(status: str | None) -> str | None:
 
     if status is None:
         return None
-    found = next((s for s in STATUSES if s.lower() == status.lower()), None)
+    found = status_named(status)
     if found is None:
         raise unknown_name_error("status", status, STATUSES)
     return found
@@ -183,13 +183,14 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _log_path(store: Store, name: str, host: str) -> Path:
+def _log_path(store: Store, name: str, host: str) -> tuple[JobRecord, Path]:
+    """The job, and the log of one of its hosts, by name: no other path is reachable."""
     from shipyard.errors import unknown_name_error
 
-    hosts = store.get_job(name).spec.hosts
-    if host not in hosts:   # a host of the job, by name: no other path is reachable
-        raise unknown_name_error("host", host, hosts)
-    return store.log_path(name, host)
+    record = store.get_job(name)
+    if host not in record.spec.hosts:
+        raise unknown_name_error("host", host, record.spec.hosts)
+    return record, store.log_path(name, host)
 
 
 def read_lines(path: Path, offset: int, final: bool, limit: int = LOG_PAGE_BYTES) -> tuple[list[str], int]:
@@ -214,10 +215,10 @@ def log_lines(store: Reader, name: str, host: str, offset: Annotated[int, Query(
               search: Annotated[str | None, Query(description="Only lines containing this")] = None,
               tail: Annotated[int | None, Query(ge=1, le=100_000, description="Only the last N lines")] = None) -> dict:
     """A page of the host's log lines from `offset`, and the offset of the next page."""
-    path = _log_path(store, name, host)
+    record, path = _log_path(store, name, host)
     if tail is not None:
         offset = max(0, _size(path) - LOG_PAGE_BYTES)
-    lines, next_offset = read_lines(path, offset, final=store.get_job(name).terminal)
+    lines, next_offset = read_lines(path, offset, final=record.terminal)
     if tail is not None and offset:
         lines = lines[1:]   # the first line of a window may be cut
     if search:
@@ -229,14 +230,14 @@ def log_lines(store: Reader, name: str, host: str, offset: Annotated[int, Query(
 async def log_stream(store: Reader, name: str, host: str, offset: Annotated[int, Query(ge=0)] = 0):
     """Server-sent events: `data:` a JSON list of new lines as they are written, then `event: end` once the
     job has ended and its log was read to the end. `id:` is the offset to resume from."""
-    path = _log_path(store, name, host)
+    _, path = _log_path(store, name, host)
 
     async def events():
         position = offset
         while True:
             # The status is read before the file, so lines written before the end are all sent.
             done = await asyncio.to_thread(RECENT.get, (store.home, "status", name), lambda: store.status(name)) \
-                in _terminal()
+                in TERMINAL_STATUSES
             lines, position = read_lines(path, position, final=done)
             if lines:
                 yield f"id: {position}\ndata: {json.dumps(lines)}\n\n"
@@ -249,12 +250,6 @@ async def log_stream(store: Reader, name: str, host: str, offset: Annotated[int,
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-
-
-def _terminal() -> frozenset[str]:
-    from shipyard.spec.statuses import TERMINAL_STATUSES
-
-    return frozenset(TERMINAL_STATUSES)
 
 
 @router.post("/jobs", status_code=201)

@@ -25,18 +25,16 @@ def _tuning(store: Store):
 def list_tuning(store: Reader) -> list[dict]:
     """Tuning jobs newest first: status, strategy, objective, trials done of the total, the best so far."""
     from shipyard.tuning.describe import describe
-    from shipyard.tuning.lifecycle import reconcile
 
-    tuning = _tuning(store)
     rows = []
-    for record in tuning.list():
-        record = reconcile(tuning, record.name)
-        description = describe(store, record.name)
+    for record in _tuning(store).list():
+        description = describe(store, record.name)   # reconciles: a dead tuning process's job is taken over
         counters = description["TrainingJobStatusCounters"]
         best = description.get("BestTrainingJob")
-        rows.append({"name": record.name, "status": record.status, "strategy": record.spec.strategy,
-                     "objective_type": record.spec.objective_type, "creation_time": record.creation_time,
-                     "end_time": record.end_time, "jobs_done": sum(counters.values()) - counters["InProgress"],
+        rows.append({"name": record.name, "status": description["HyperParameterTuningJobStatus"],
+                     "strategy": record.spec.strategy, "objective_type": record.spec.objective_type,
+                     "creation_time": record.creation_time, "end_time": description.get("HyperParameterTuningEndTime"),
+                     "jobs_done": sum(counters.values()) - counters["InProgress"],
                      "jobs_total": record.spec.total_jobs(),
                      "best_job": best and best["TrainingJobName"],
                      "best_value": best and best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]})

@@ -10,3 +10,8 @@ SECONDARY_BY_PRIMARY = {
 }
 STATUSES = tuple(SECONDARY_BY_PRIMARY)
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+
+
+def status_named(value: str) -> str | None:
+    """The status `value` names in any case ("completed"), or None."""
+    return next((status for status in STATUSES if status.lower() == value.lower()), None)

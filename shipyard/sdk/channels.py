@@ -45,7 +45,9 @@ def _as_field(field: str, uri: str):
     except StorageError as exc:
         raise ValidationError(field, uri, str(exc).removeprefix(f"{uri}: ")) from None
     except Exception as exc:  # a filesystem that cannot even be asked (bad endpoint, no credentials)
-        raise ValidationError(field, uri, f"cannot be read: {type(exc).__name__}: {exc}") from None
+        from shipyard.storage.uri import storage_problem
+
+        raise ValidationError(field, uri, f"cannot be read: {storage_problem(exc)}") from None
 
 
 def job_input_mode(inputs: Any, default: str) -> str:

@@ -34,6 +34,29 @@ def s3_endpoint() -> str | None:
     return next((os.environ[k] for k in ENDPOINT_ENV if os.environ.get(k)), None)
 
 
+# What the user can do about botocore's errors that mean "S3 is not set up", by the error's class name
+# (botocore is imported only with s3fs, so its classes are not imported here).
+_SETUP_HINTS = {
+    "NoCredentialsError": "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                          "AWS_PROFILE) as for any AWS tool (docs/storage.md)",
+    "PartialCredentialsError": "the AWS credentials are incomplete; set both AWS_ACCESS_KEY_ID and "
+                               "AWS_SECRET_ACCESS_KEY (docs/storage.md)",
+    "EndpointConnectionError": "cannot reach the S3 endpoint {endpoint}; start it or point "
+                               "SHIPYARD_S3_ENDPOINT_URL at one that runs (docs/storage.md)",
+    "ConnectTimeoutError": "the S3 endpoint {endpoint} does not answer; point SHIPYARD_S3_ENDPOINT_URL at one "
+                           "that runs (docs/storage.md)",
+}
+
+
+def storage_problem(exc: BaseException) -> str:
+    """One line saying what went wrong with a storage call and, for a storage that is not set up (no
+    credentials, no endpoint), what to set; never a traceback."""
+    hint = _SETUP_HINTS.get(type(exc).__name__)
+    if hint:
+        return hint.format(endpoint=s3_endpoint() or "of AWS (no SHIPYARD_S3_ENDPOINT_URL is set)")
+    return f"{type(exc).__name__}: {exc}"
+
+
 def looks_like_uri(text: str) -> bool:
     """Whether `text` has a scheme (a local path is made absolute, a URI is not), one slash or two."""
     return "://" in text or bool(_ONE_SLASH.match(text))
@@ -120,4 +143,4 @@ def check_writable(uri: str) -> None:
         fs.pipe_file(probe, b"")
         fs.rm_file(probe)
     except Exception as exc:  # botocore's and s3fs's errors have no common base to name
-        raise StorageError(f"{uri}: cannot write there ({type(exc).__name__}: {exc})") from None
+        raise StorageError(f"{uri}: cannot write there: {storage_problem(exc)}") from None

@@ -120,3 +120,27 @@ def test_hang_timeout_zero_is_a_warning(runner, home, project):
     (project / "job.yaml").write_text("entry_point: train.py\nhang_timeout_seconds: 0\n")
     result = runner.invoke(cli, ["run", "job.yaml", "--dry-run"])
     assert result.exit_code == 0 and "warning: hang_timeout_seconds=0 turns hang detection off" in result.stderr
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({}, r"cannot write there: no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+    ({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "SHIPYARD_S3_ENDPOINT_URL": "http://127.0.0.1:9"},
+     r"cannot write there: cannot reach the S3 endpoint http://127.0.0.1:9; start it or point SHIPYARD_S3_ENDPOINT_URL"),
+], ids=["no-credentials", "endpoint-unreachable"])
+@pytest.mark.parametrize("mode", [["--dry-run"], ["--detach"]], ids=["dry-run", "run"])
+def test_s3_not_set_up_is_one_line_before_anything_is_uploaded(runner, home, project, monkeypatch, tmp_path,
+                                                                setting, message, mode):
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                     "SHIPYARD_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore would retry the connection for seconds
+    for variable, value in setting.items():
+        monkeypatch.setenv(variable, value)
+    result = runner.invoke(cli, ["run", "train.py", "--output-path", "s3://bucket/out", *mode])
+    assert result.exit_code == 2, result.output
+    assert re.fullmatch(r"error: output_path='s3://bucket/out': " + message + r".*\(docs/storage.md\)\n",
+                        result.stderr), result.stderr
+    assert not (home / "shipyard.db").exists() or Store(home).list_jobs() == []

@@ -684,7 +684,10 @@ class JobController:
         before = {m["name"] for m in self.store.metrics(self.name)} if self.continuing else set()
         for problem in unmatched_report(self.spec.metric_definitions, self.scrapers, before):
             self.store.add_event(self.name, "warning", problem)
-        finish_all(self.watchers, self.store, self.name)
+        late = finish_all(self.watchers, self.store, self.name)
+        if late is not None and self.state is State.UPLOADING:
+            self.store.add_event(self.name, "warning", f"{late.message}; not applied: the training had already "
+                                 "ended, so the job completes")
         self._upload()
         self._leave_pool()
         if self.state is State.UPLOADING:

@@ -33,8 +33,9 @@ class Watcher(Protocol):
     def poll(self) -> StopRequest | None:
         """Look at what is new (called every few seconds while instances run); must be quick."""
 
-    def finish(self) -> None:
-        """The instances have ended: a last look at everything, then final statuses."""
+    def finish(self) -> StopRequest | None:
+        """The instances have ended: a last look at everything, then final statuses; a StopTraining that
+        fires in this last look is returned, for the controller to say that it came too late."""
 
     def follow(self, spec) -> None:
         """The job's spec was updated while it runs (UpdateTrainingJob: its profiling and profiler rules)."""
@@ -76,9 +77,13 @@ def poll_all(watchers: list[Watcher], store, job: str) -> StopRequest | None:
     return None
 
 
-def finish_all(watchers: list[Watcher], store, job: str) -> None:
+def finish_all(watchers: list[Watcher], store, job: str) -> StopRequest | None:
+    """Every watcher's last look; the first StopTraining that fired in it."""
+    late = None
     for watcher in watchers:
         try:
-            watcher.finish()
+            request = watcher.finish()
+            late = late or request
         except Exception:
             store.add_event(job, "warning", f"{watcher.name} could not finish: {traceback.format_exc(limit=3)}")
+    return late

@@ -146,6 +146,32 @@ def test_a_job_whose_instances_succeed_uploads_then_completes(job):
     assert Path(record.model_artifacts.removeprefix("file://")).is_file()
 
 
+class LateRule:
+    """A rule whose StopTraining fires only in its last look, after the instances ended."""
+
+    name = "late"
+
+    def poll(self):
+        return None
+
+    def finish(self):
+        from shipyard.control.watchers import StopRequest
+
+        return StopRequest("Stopped by rule LossNotDecreasing: the loss stalled")
+
+
+def test_a_stop_training_that_fires_after_the_training_ended_is_said_not_to_apply(job):
+    controller, backend = job()
+    controller.watchers = [LateRule()]
+    for instance in backend.started:
+        instance.code = 0
+    assert _steps(controller, State.COMPLETED) == [State.UPLOADING, State.COMPLETED]
+    assert controller.store.get_job("job").status == "Completed"
+    [warning] = [e["message"] for e in controller.store.events("job", "warning")]
+    assert warning == ("Stopped by rule LossNotDecreasing: the loss stalled; not applied: the training had "
+                       "already ended, so the job completes")
+
+
 def test_the_failure_named_is_the_cause_not_the_peer_whose_collective_broke(job):
     controller, backend = job()
     one, two = backend.started

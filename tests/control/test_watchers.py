@@ -22,6 +22,7 @@ class Fake:
         if self.fail:
             raise RuntimeError("broken at the end")
         self.finished = True
+        return self.request
 
 
 def _store(tmp_path) -> Store:
@@ -46,6 +47,14 @@ def test_the_first_stop_request_wins(tmp_path):
     store = _store(tmp_path)
     stop = StopRequest("Stopped by rule LossNotDecreasing")
     assert poll_all([Fake("a"), Fake("b", stop), Fake("c", StopRequest("other"))], store, "job-1") == stop
+
+
+def test_a_stop_request_in_the_last_look_is_returned_and_every_watcher_finishes(tmp_path):
+    store = _store(tmp_path)
+    stop = StopRequest("Stopped by rule LossNotDecreasing")
+    watchers = [Fake("a"), Fake("b", stop), Fake("c", StopRequest("other"))]
+    assert finish_all(watchers, store, "job-1") == stop
+    assert all(w.finished for w in watchers)
 
 
 def test_rule_statuses_appear_in_describe_by_kind(tmp_path):

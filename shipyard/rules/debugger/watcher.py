@@ -143,11 +143,12 @@ class DebuggerRulesWatcher:
     def poll(self):
         return self._evaluate(final=False)
 
-    def finish(self) -> None:
-        self._evaluate(final=True)
+    def finish(self):
+        late = self._evaluate(final=True)
         for runner in self.runners:
             if not runner.fired and not runner.failed:
                 self.store.set_rule_status(self.job, KIND, runner.config.name, "NoIssuesFound", "")
+        return late
 
     def follow(self, spec) -> None:
         """Debugger rules are fixed when the job starts (UpdateTrainingJob changes profiling only)."""

@@ -82,13 +82,14 @@ class ProfilerRulesWatcher:
         self.last_read = time.monotonic()
         return self._evaluate(final=False)
 
-    def finish(self) -> None:
+    def finish(self) -> StopRequest | None:
         if not self.rules:
-            return
-        self._evaluate(final=True)
+            return None
+        late = self._evaluate(final=True)
         for rule in self.rules:
             if rule.rule == "ProfilerReport":
                 self._publish_report(rule.name)
+        return late
 
     def _publish_report(self, rule_name: str) -> None:
         """Where SageMaker's ProfilerReport leaves it: <output>/<job>/rule-output/<rule>/profiler-output/."""

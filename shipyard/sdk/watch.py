@@ -118,14 +118,18 @@ def _print_outcome(console: Console, store, description: dict) -> None:
     resources = description["ResourceConfig"]
     count = resources.get("InstanceCount") or sum(g["InstanceCount"] for g in resources["InstanceGroups"])
     if seconds is not None:
-        console.print(f"Training seconds: {seconds * count}")
-        console.print(f"Billable seconds: {description['BillableTimeInSeconds'] * count}")
+        # Per instance times the instances, as SageMaker's SDK prints them; describe() has the per-instance figure.
+        each = f" ({seconds} s x {count} instances)" if count > 1 else ""
+        console.print(f"Training seconds: {seconds * count}{each}")
+        billable = description["BillableTimeInSeconds"]
+        console.print(f"Billable seconds: {billable * count}" + (f" ({billable} s x {count} instances)" if count > 1 else ""))
         own = description.get(OWN, {})
         if "ManagedSpotTrainingSavings" in own:
             console.print(f"Managed Spot Training savings: {own['ManagedSpotTrainingSavings']}%")
         cost = own.get("Cost", {})
         if cost.get("OnDemandAmount"):
             console.print(f"Cost: ${cost['Amount']:.4f} (on demand: ${cost['OnDemandAmount']:.4f})")
+    _print_rules(console, description)
     if status == "Completed":
         console.print(f"[green]Completed[/green]: model at {description['ModelArtifacts']['S3ModelArtifacts']}")
     elif status == "Failed":
@@ -135,6 +139,26 @@ def _print_outcome(console: Console, store, description: dict) -> None:
         _print_last_lines(console, store, description["TrainingJobName"], host)
     else:
         console.print(f"[yellow]{status}[/yellow] ({description['SecondaryStatus']})")
+
+
+RULE_STYLES = {"IssuesFound": "red", "NoIssuesFound": "green", "Error": "red", "Stopped": "yellow"}
+
+
+def _print_rules(console: Console, description: dict) -> None:
+    """Each rule's final status and finding, debugger rules then profiler rules, as describe() has them."""
+    statuses = description.get("DebugRuleEvaluationStatuses", []) + description.get("ProfilerRuleEvaluationStatuses", [])
+    if not statuses:
+        return
+    console.print("Rules:")
+    width = max(len(s["RuleConfigurationName"]) for s in statuses)
+    for s in statuses:
+        status = s["RuleEvaluationStatus"]
+        style = RULE_STYLES.get(status, "")
+        details = s.get("StatusDetails") or ""
+        # An Error's details are a traceback: its last line says what went wrong.
+        details = details.strip().splitlines()[-1] if status == "Error" and details.strip() else details
+        console.print(f"  {escape(s['RuleConfigurationName']).ljust(width)}  [{style}]{status}[/{style}]"
+                      + (f"  {escape(details)}" if status != "NoIssuesFound" and details else ""), highlight=False)
 
 
 def _print_last_lines(console: Console, store, name: str, host: str | None, count: int = 15) -> None:

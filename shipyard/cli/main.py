@@ -19,6 +19,15 @@ import warnings
 
 import click
 
+from shipyard.cli.listing import (
+    complete_jobs,
+    complete_pools,
+    echo_json,
+    fitting,
+    output_option,
+    table,
+    table_console,
+)
 from shipyard.errors import ShipyardError, UnexpectedStatusError
 from shipyard.spec.statuses import STATUSES, status_named
 
@@ -236,12 +245,12 @@ Examples:
 @click.option("--name-contains", metavar="TEXT", help="Only jobs whose name contains TEXT.")
 @click.option("--since", metavar="DURATION|DATE", help="Only jobs created in the last 7d (or since 2026-11-01).")
 @click.option("--limit", type=int, help="At most this many, newest first.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json: every row's fields, for scripts.")
+@output_option
 def list_jobs(status: str | None, name_contains: str | None, since: str | None, limit: int | None,
               output: str) -> None:
     """Jobs newest first: status, instances, strategy, duration, cost; a job waiting for capacity shows its
     place in the queue. Names are shown whole: on a narrow terminal the less needed columns go."""
+    import datetime
     import time
 
     from rich.markup import escape
@@ -257,9 +266,9 @@ def list_jobs(status: str | None, name_contains: str | None, since: str | None, 
     rows = [row for row in summaries(store, records) if status is None or row["status"] == status][:limit]
     places = {name: place for place, name in enumerate(CapacityQueue(store).waiting(), start=1)}
     if output == "json":
-        click.echo(json.dumps([{**row, "queue_place": places.get(row["name"])} for row in rows], indent=2))
+        echo_json([{**row, "queue_place": places.get(row["name"])} for row in rows])
         return
-    console = _table_console()
+    console = table_console()
     if not rows:
         console.print("no jobs" + (f" with status {status}" if status else "") + (" matching" if name_contains or since else ""))
         return
@@ -269,47 +278,16 @@ def list_jobs(status: str | None, name_contains: str | None, since: str | None, 
         queued = f" ({ordinal(places[row['name']])} in queue)" if row["name"] in places else ""
         for column, value in zip(cells, (
                 row["name"], row["status"], row["secondary_status"] + queued, row["instance_type"], row["strategy"],
-                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["creation_time"])), _duration(row["duration"]),
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["creation_time"])),
+                str(datetime.timedelta(seconds=int(row["duration"]))),
                 "-" if row["cost"] is None else f"${row['cost']:,.4f}")):
             cells[column].append(value)
-    shown = _fitting(cells, console.width, drop=("CREATED", "STRATEGY", "INSTANCES", "SECONDARY STATUS", "COST"))
-    table = _table(*shown)
+    shown = fitting(cells, console.width, drop=("CREATED", "STRATEGY", "INSTANCES", "SECONDARY STATUS", "COST"))
+    rendered = table(*shown)
     for i, row in enumerate(rows):
         style = STATUS_STYLES.get(row["status"], "")
-        table.add_row(*(f"[{style}]{cells[c][i]}[/{style}]" if c == "STATUS" else escape(cells[c][i]) for c in shown))
-    console.print(table)
-
-
-def _fitting(cells: dict[str, list[str]], width: int, drop: tuple[str, ...]) -> list[str]:
-    """The columns that fit the terminal: names are never cut nor wrapped (they are copied), so on a narrow
-    one the columns in `drop` go, first to last, until the rest fits (`-o json` has them all)."""
-    def needed(columns):
-        return sum(max(len(c), *(len(v) for v in cells[c])) for c in columns) + 2 * (len(columns) - 1)
-
-    shown = list(cells)
-    for column in drop:
-        if needed(shown) <= width:
-            break
-        shown.remove(column)
-    return shown
-
-
-def _table_console():
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(console.width, 160))  # piped: no wrapped rows
-    return console
-
-
-def _table(*columns: str):
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        table.add_column(column, no_wrap=True)
-    return table
+        rendered.add_row(*(f"[{style}]{cells[c][i]}[/{style}]" if c == "STATUS" else escape(cells[c][i]) for c in shown))
+    console.print(rendered)
 
 
 def _status(value: str | None) -> str | None:
@@ -324,32 +302,17 @@ def _status(value: str | None) -> str | None:
     raise click.BadParameter((f"did you mean {guess!r}? " if guess else "") + f"use one of {', '.join(STATUSES)}")
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
 @jobs.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 def describe(job: str) -> None:
     """The job as DescribeTrainingJob returns it, as JSON."""
     from shipyard.control.describe import describe as describe_job
 
-    click.echo(json.dumps(describe_job(_store(), job), indent=2, default=_json_default))
-
-
-def _json_default(value):
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    echo_json(describe_job(_store(), job))
 
 
 @jobs.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 @click.option("--logs", is_flag=True, help="Show every host's log lines too.")
 @click.pass_context
 def wait(ctx: click.Context, job: str, logs: bool) -> None:
@@ -362,7 +325,7 @@ def wait(ctx: click.Context, job: str, logs: bool) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 def stop(job: str) -> None:
     """Stop JOB: SIGTERM to its processes, SIGKILL after its grace period; what it saved is uploaded."""
     from shipyard.control.reconcile import stop as stop_job
@@ -373,7 +336,7 @@ def stop(job: str) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 @click.option("--keep-alive", "keep_alive", type=click.IntRange(0, 21600), required=True, metavar="SECONDS",
               help="The job's new keep-alive period, counted from when it ended; 0 releases its warm pool.")
 def update(job: str, keep_alive: int) -> None:
@@ -384,19 +347,32 @@ def update(job: str, keep_alive: int) -> None:
     click.echo(f"{job}: keep-alive {keep_alive} s")
 
 
-@jobs.command()
-@click.argument("job")
+@jobs.command(epilog="""\b
+Examples:
+  shipyard logs JOB --follow
+  shipyard logs JOB --host algo-2 --tail 50""")
+@click.argument("job", shell_complete=complete_jobs)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
-def logs(job: str, follow: bool) -> None:
-    """Every host's log, each line prefixed by its host."""
+@click.option("--host", "hosts", multiple=True, metavar="HOST", help="Only this instance's log (repeatable).")
+@click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Start from each host's last N lines.")
+def logs(job: str, follow: bool, hosts: tuple[str, ...], tail: int | None) -> None:
+    """Every host's log, each line prefixed by its host (and its rank where a host runs several)."""
     import time
 
     from shipyard.control.reconcile import reconcile
+    from shipyard.errors import unknown_name_error
     from shipyard.sdk.watch import log_console, print_log_lines, tails
 
     store = _store()
     console = log_console()
     log_tails = tails(store, job)
+    for host in hosts:
+        if host not in [t.host for t in log_tails]:
+            raise unknown_name_error("--host", host, [t.host for t in log_tails])
+    log_tails = [t for t in log_tails if not hosts or t.host in hosts]
+    if tail is not None:
+        for log_tail in log_tails:
+            log_tail.offset = _last_lines_start(log_tail.path, tail)
     while True:
         # Checked before reading, so the lines written before the job ended are all printed.
         done = not follow or reconcile(store, job).terminal
@@ -410,20 +386,42 @@ def logs(job: str, follow: bool) -> None:
             return
 
 
+def _last_lines_start(path, count: int, block: int = 1 << 16) -> int:
+    """Where a log's last `count` complete lines start, read backwards a block at a time (a log may be
+    large); a line still being written is left for the reader that follows."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return 0
+    with f:
+        end = f.seek(0, 2)
+        start, data = end, b""
+        while start > 0 and data.count(b"\n") <= count:  # also the break before the first line kept
+            start = max(0, start - block)
+            f.seek(start)
+            data = f.read(end - start)
+    offset = data.rfind(b"\n") + 1
+    for _ in range(count):
+        if offset == 0:
+            break
+        offset = data.rfind(b"\n", 0, offset - 1) + 1
+    return start + offset
+
+
 @cli.command()
 @click.option("--by", type=click.Choice(["day", "prefix", "tag"]), default="day", show_default=True,
               help="Group by the day a job was created, its name without the generated suffix, or each tag.")
 @click.option("--since", metavar="DURATION|DATE", help="Only jobs created in the last 7d (or since 2026-11-01).")
-@click.option("--json", "as_json", is_flag=True, help="The rows as JSON.")
-def costs(by: str, since: str | None, as_json: bool) -> None:
+@output_option
+def costs(by: str, since: str | None, output: str) -> None:
     """What jobs cost, added up: cost, what on demand would have cost, spot savings and warm pools'
     retained time (each job's describe() Shipyard.Cost), then the total."""
     from shipyard.control.costs import job_costs, totals
     from shipyard.planner.request import since as moment_since
 
     rows = totals(job_costs(_store(), moment_since("since", since) if since else None), by)
-    if as_json:
-        click.echo(json.dumps({"by": by, "rows": rows}, indent=2))
+    if output == "json":
+        echo_json({"by": by, "rows": rows})
         return
     header = (by, "jobs", "cost $", "on demand $", "spot savings $", "warm pools $")
     table = [(str(r[by]), str(r["jobs"]), f"{r['cost']:,.2f}", f"{r['on_demand']:,.2f}", f"{r['spot_savings']:,.2f}",
@@ -435,7 +433,7 @@ def costs(by: str, since: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 def report(job: str) -> None:
     """Write JOB's profiling report (one HTML file, viewable offline) and print its path."""
     from shipyard.rules.profiler.report import write_report
@@ -469,8 +467,8 @@ def pools() -> None:
 
 @pools.command("list")
 @click.option("--all", "everything", is_flag=True, help="Terminated pools too.")
-@click.option("--json", "as_json", is_flag=True, help="Every field, as JSON.")
-def list_pools(everything: bool, as_json: bool) -> None:
+@output_option
+def list_pools(everything: bool, output: str) -> None:
     """Each pool: status, instances, the job on it or last on it, time left."""
     import dataclasses
     import time
@@ -481,22 +479,22 @@ def list_pools(everything: bool, as_json: bool) -> None:
     store = _store()
     reconcile_pools(store)
     listed = PoolStore(store).list(include_terminated=everything)
-    if as_json:
-        click.echo(json.dumps([dataclasses.asdict(pool) for pool in listed], indent=2))
+    if output == "json":
+        echo_json([dataclasses.asdict(pool) for pool in listed])
         return
-    console = _table_console()
+    console = table_console()
     if not listed:
         console.print("no warm pools" + ("" if everything else " in use or available (--all shows ended ones)"))
         return
-    table = _table("POOL", "STATUS", "INSTANCES", "JOB", "EXPIRES IN / ENDED")
+    rendered = table("POOL", "STATUS", "INSTANCES", "JOB", "EXPIRES IN / ENDED", wrap=("EXPIRES IN / ENDED",))
     for pool in listed:
         left = f"{max(0, pool.expires_at - time.time()):.0f} s" if pool.expires_at else (pool.end_reason or "")
-        table.add_row(pool.name, pool.status, f"{pool.instance_count} x {pool.instance_type}", pool.job, left)
-    console.print(table)
+        rendered.add_row(pool.name, pool.status, f"{pool.instance_count} x {pool.instance_type}", pool.job, left)
+    console.print(rendered)
 
 
 @pools.command("release")
-@click.argument("pool")
+@click.argument("pool", shell_complete=complete_pools)
 def release_pool(pool: str) -> None:
     """End an Available pool now (its instances stop, its billing with them)."""
     from shipyard.store.pools import PoolStore
@@ -511,7 +509,7 @@ def spot() -> None:
 
 
 @spot.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_jobs)
 @click.option("--host", help="The instance whose capacity is taken (default: the job's).")
 def interrupt(job: str, host: str | None) -> None:
     """Interrupt JOB as a spot reclaim would: notice, checkpoint flush, a new attempt when capacity returns."""
@@ -546,6 +544,20 @@ def server(host: str, port: int, token: str | None) -> None:
 
     store = _store()
     serve(plan(host, port, token, store), store, say=click.echo)
+
+
+@cli.command(epilog="""\b
+Examples:
+  eval "$(shipyard completion bash)"      # in ~/.bashrc
+  eval "$(shipyard completion zsh)"       # in ~/.zshrc
+  shipyard completion fish > ~/.config/fish/completions/shipyard.fish""")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the script that makes SHELL complete shipyard's commands, options, and the names of jobs,
+    tuning jobs and pools (read from $SHIPYARD_HOME as you type)."""
+    from click.shell_completion import get_completion_class
+
+    click.echo(get_completion_class(shell)(cli, {}, "shipyard", "_SHIPYARD_COMPLETE").source())
 
 
 # Short aliases: `shipyard describe JOB` is `shipyard jobs describe JOB`.

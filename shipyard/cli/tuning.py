@@ -7,12 +7,7 @@ import json
 
 import click
 
-
-def _console():
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=max(console.width, 200))
+from shipyard.cli.listing import complete_tuning_jobs, echo_json, output_option, table, table_console
 
 
 def _tuning_store():
@@ -83,67 +78,73 @@ def tuning() -> None:
 
 
 @tuning.command("list")
-def list_tuning() -> None:
-    """A table of tuning jobs, newest first."""
-    from rich.table import Table
-
+@output_option
+def list_tuning(output: str) -> None:
+    """Tuning jobs newest first: status, strategy, training jobs ended of all, the best so far."""
     from shipyard.tuning.describe import describe
     from shipyard.tuning.lifecycle import reconcile
 
     store = _tuning_store()
-    records = [reconcile(store, r.name) for r in store.list()]
-    console = _console()
-    if not records:
-        console.print("no tuning jobs")
-        return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("NAME", "STATUS", "STRATEGY", "JOBS", "BEST"):
-        table.add_column(column, no_wrap=True)
-    for record in records:
+    rows = []
+    for record in [reconcile(store, r.name) for r in store.list()]:
         description = describe(store.store, record.name)
         counters = description["TrainingJobStatusCounters"]
         best = description.get("BestTrainingJob")
-        table.add_row(record.name, record.status, record.spec.strategy,
-                      f"{sum(counters.values()) - counters['InProgress']}/{record.spec.total_jobs()}",
-                      f"{best['FinalHyperParameterTuningJobObjectiveMetric']['Value']:.6g} ({best['TrainingJobName']})"
-                      if best else "-")
-    console.print(table)
+        rows.append({"name": record.name, "status": record.status, "strategy": record.spec.strategy,
+                     "jobs_ended": sum(counters.values()) - counters["InProgress"], "jobs": record.spec.total_jobs(),
+                     "best_job": best["TrainingJobName"] if best else None,
+                     "best_objective": best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] if best else None})
+    if output == "json":
+        echo_json(rows)
+        return
+    console = table_console()
+    if not rows:
+        console.print("no tuning jobs")
+        return
+    rendered = table("NAME", "STATUS", "STRATEGY", "JOBS", "BEST")
+    for row in rows:
+        rendered.add_row(row["name"], row["status"], row["strategy"], f"{row['jobs_ended']}/{row['jobs']}",
+                         "-" if row["best_job"] is None else f"{row['best_objective']:.6g} ({row['best_job']})")
+    console.print(rendered)
 
 
 @tuning.command("describe")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_tuning_jobs)
 def describe_tuning(name: str) -> None:
     """The tuning job as DescribeHyperParameterTuningJob returns it, as JSON."""
-    from shipyard.cli.main import _json_default
     from shipyard.tuning.describe import describe
 
-    click.echo(json.dumps(describe(_tuning_store().store, name), indent=2, default=_json_default))
+    echo_json(describe(_tuning_store().store, name))
 
 
 @tuning.command("jobs")
-@click.argument("name")
-def tuning_jobs(name: str) -> None:
-    """The tuning job's training jobs: status, objective, tuned values, and why any was stopped."""
+@click.argument("name", shell_complete=complete_tuning_jobs)
+@output_option
+def tuning_jobs(name: str, output: str) -> None:
+    """The tuning job's training jobs: status, objective, tuned values, and why any was stopped; as JSON,
+    each as ListTrainingJobsForHyperParameterTuningJob's TrainingJobSummaries has it."""
     from rich.markup import escape
-    from rich.table import Table
 
     from shipyard.tuning.describe import summaries
 
     store = _tuning_store()
     store.get(name)  # NotFoundError naming the closest
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("JOB", "STATUS", "OBJECTIVE", "HYPERPARAMETERS", "STOPPED BECAUSE"):
-        table.add_column(column, no_wrap=column != "STOPPED BECAUSE")
-    for job in summaries(store.store, name):
+    jobs = summaries(store.store, name)
+    if output == "json":
+        echo_json(jobs)
+        return
+    rendered = table("JOB", "STATUS", "OBJECTIVE", "HYPERPARAMETERS", "STOPPED BECAUSE",
+                     wrap=("HYPERPARAMETERS", "STOPPED BECAUSE"))
+    for job in jobs:
         metric = job.get("FinalHyperParameterTuningJobObjectiveMetric")
-        table.add_row(job["TrainingJobName"], job["TrainingJobStatus"], f"{metric['Value']:.6g}" if metric else "-",
-                      escape(" ".join(f"{k}={v}" for k, v in job["TunedHyperParameters"].items())),
-                      escape(job.get("StopReason", "")))
-    _console().print(table)
+        rendered.add_row(job["TrainingJobName"], job["TrainingJobStatus"], f"{metric['Value']:.6g}" if metric else "-",
+                         escape(" ".join(f"{k}={v}" for k, v in job["TunedHyperParameters"].items())),
+                         escape(job.get("StopReason", "")))
+    table_console().print(rendered)
 
 
 @tuning.command("stop")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_tuning_jobs)
 def stop_tuning(name: str) -> None:
     """Stop the tuning job and every training job it is running."""
     from shipyard.errors import ConflictError
@@ -156,7 +157,7 @@ def stop_tuning(name: str) -> None:
 
 
 @tuning.command("wait")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_tuning_jobs)
 @click.pass_context
 def wait_tuning(ctx: click.Context, name: str) -> None:
     """Wait for the tuning job to end; exit 0 when it Completed, 1 otherwise."""

@@ -119,10 +119,8 @@ def _print_outcome(console: Console, store, description: dict) -> None:
     count = resources.get("InstanceCount") or sum(g["InstanceCount"] for g in resources["InstanceGroups"])
     if seconds is not None:
         # Per instance times the instances, as SageMaker's SDK prints them; describe() has the per-instance figure.
-        each = f" ({seconds} s x {count} instances)" if count > 1 else ""
-        console.print(f"Training seconds: {seconds * count}{each}")
-        billable = description["BillableTimeInSeconds"]
-        console.print(f"Billable seconds: {billable * count}" + (f" ({billable} s x {count} instances)" if count > 1 else ""))
+        for label, each in (("Training", seconds), ("Billable", description["BillableTimeInSeconds"])):
+            console.print(f"{label} seconds: {each * count}" + (f" ({each} s x {count} instances)" if count > 1 else ""))
         own = description.get(OWN, {})
         if "ManagedSpotTrainingSavings" in own:
             console.print(f"Managed Spot Training savings: {own['ManagedSpotTrainingSavings']}%")

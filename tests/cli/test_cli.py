@@ -198,6 +198,65 @@ def test_logs_prefix_every_line_with_its_host(runner, home):
         assert result.stdout.splitlines()[:2] == ["algo-1 | first", "algo-1 | [bold]not markup[/bold] :thumbs_up:"]
 
 
+def test_logs_of_one_host_from_its_last_lines(runner, home):
+    from shipyard.spec.job import JobSpec
+    from shipyard.store import Store
+
+    store = Store(home)
+    store.create_job(JobSpec(job_name="logs-2", instance_count=2, output_path=f"file://{home}/output",
+                             hyperparameters={"sagemaker_program": '"train.py"'}))
+    for host in ("algo-1", "algo-2"):
+        path = store.log_path("logs-2", host)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{host} line {i}\n" for i in range(100)) + "half a line")
+    result = runner.invoke(cli, ["logs", "logs-2", "--host", "algo-2", "--tail", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"algo-2 | algo-2 line {i}" for i in (97, 98, 99)] + ["algo-2 | half a line"]
+    both = runner.invoke(cli, ["logs", "logs-2", "--tail", "1"]).stdout.splitlines()
+    assert both == ["algo-1 | algo-1 line 99", "algo-1 | half a line", "algo-2 | algo-2 line 99", "algo-2 | half a line"]
+    wrong = runner.invoke(cli, ["logs", "logs-2", "--host", "algo-3"])
+    assert wrong.exit_code == 2 and "--host='algo-3': unknown name; did you mean 'algo-2'" in wrong.stderr
+
+
+def test_every_listing_prints_json_rows(runner, home):
+    _job(home, "json-1", status="Completed")
+    for args in (["pools", "list", "--all"], ["costs"], ["tuning", "list"], ["jobs", "list"]):
+        for spelling in (["-o", "json"], ["--output", "json"], ["--json"]):
+            result = runner.invoke(cli, [*args, *spelling])
+            assert result.exit_code == 0, (args, result.output)
+            json.loads(result.stdout)
+    assert json.loads(runner.invoke(cli, ["costs", "-o", "json"]).stdout)["rows"][0]["jobs"] == 1
+    assert json.loads(runner.invoke(cli, ["tuning", "list", "-o", "json"]).stdout) == []
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_commands_and_job_names(home, tmp_path):
+    """The script `shipyard completion bash` prints, sourced in a real bash, completes job names from the
+    store (the shipyard on PATH is this checkout's)."""
+    _job(home, "quick-1")
+    _job(home, "quick-2")
+    _job(home, "other-1")
+    script = subprocess.run([sys.executable, "-m", "shipyard.cli.main", "completion", "bash"], capture_output=True,
+                            text=True, check=True).stdout
+    (tmp_path / "bin").mkdir()
+    shim = tmp_path / "bin" / "shipyard"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m shipyard.cli.main \"$@\"\n")
+    shim.chmod(0o755)
+
+    def complete(*words: str) -> list[str]:
+        program = (script + "\nCOMP_WORDS=(" + " ".join(words) + "); COMP_CWORD=" + str(len(words) - 1)
+                   + "\n_shipyard_completion shipyard\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n")
+        done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=60,
+                              env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SHIPYARD_HOME": str(home),
+                                   "HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        return sorted(done.stdout.split())
+
+    assert complete("shipyard", "jobs", "describe", "quick") == ["quick-1", "quick-2"]
+    assert complete("shipyard", "logs", "oth") == ["other-1"]
+    assert "describe" in complete("shipyard", "jobs", "de")
+
+
 def test_wait_exit_codes(runner, home):
     _job(home, "ok-1", status="Completed")
     _job(home, "failed-1", status="Failed")
@@ -227,7 +286,7 @@ def test_list_filters_by_name_and_age_prints_json_and_never_cuts_a_name(runner, 
     assert [r["name"] for r in named] == ["old-1"]
     assert "no jobs matching" in runner.invoke(cli, ["jobs", "list", "--name-contains", "nothing"]).stdout
     # An 80-column terminal: names whole, the less needed columns left out so that the rest fits.
-    monkeypatch.setattr("shipyard.cli.main._table_console", lambda: Console(width=80, highlight=False))
+    monkeypatch.setattr("shipyard.cli.main.table_console", lambda: Console(width=80, highlight=False))
     lines = runner.invoke(cli, ["jobs", "list"]).stdout.splitlines()
     assert lines[0].split()[:2] == ["NAME", "STATUS"] and "CREATED" not in lines[0]
     assert lines[1].split()[:2] == [long, "Completed"]

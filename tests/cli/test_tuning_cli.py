@@ -67,6 +67,12 @@ def test_a_detached_tuning_job_is_followed_from_other_commands(runner, home, tmp
     assert "cli-tune" in listed.output and "Completed" in listed.output and "3/3" in listed.output
     jobs = runner.invoke(cli, ["tuning", "jobs", "cli-tune"])
     assert jobs.output.count("cli-tune-00") == 3 and "optimizer=" in jobs.output
+    [row] = json.loads(runner.invoke(cli, ["tuning", "list", "-o", "json"]).output)
+    assert (row["name"], row["status"], row["jobs_ended"], row["jobs"]) == ("cli-tune", "Completed", 3, 3)
+    assert row["best_job"].startswith("cli-tune-00") and isinstance(row["best_objective"], float)
+    trials = json.loads(runner.invoke(cli, ["tuning", "jobs", "cli-tune", "-o", "json"]).output)
+    assert len(trials) == 3 and all(t["TrainingJobName"].startswith("cli-tune-00") for t in trials)
+    assert all("optimizer" in t["TunedHyperParameters"] for t in trials)
     description = json.loads(runner.invoke(cli, ["tuning", "describe", "cli-tune"]).output)
     assert description["HyperParameterTuningJobStatus"] == "Completed"
     assert description["TrainingJobStatusCounters"]["Completed"] == 3

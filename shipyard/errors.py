@@ -7,6 +7,7 @@
     ├── CapacityError        this machine (or cluster) cannot provide what the job asks for
     ├── StorageError         a URI no filesystem handles, a transfer that failed, an unsafe archive
     ├── SandboxError         an instance sandbox could not be created
+    ├── StoreVersionError    the store was written by a newer shipyard (a schema version unknown here)
     └── UnexpectedStatusError  a waited-for job ended in a status other than Completed
 
 ValidationError is also a ValueError, NotFoundError a KeyError, so callers that catch the builtin
@@ -56,6 +57,13 @@ class StorageError(ShipyardError):
 
 class SandboxError(ShipyardError):
     pass
+
+
+class StoreVersionError(ShipyardError):
+    def __init__(self, path: object, version: int, known: int) -> None:
+        self.path, self.version, self.known = path, version, known
+        super().__init__(f"the store {path} has schema version {version}, written by a newer shipyard; this one "
+                         f"knows versions up to {known}: upgrade shipyard, or set SHIPYARD_HOME to another directory")
 
 
 class UnexpectedStatusError(ShipyardError):

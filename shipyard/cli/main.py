@@ -386,6 +386,73 @@ def logs(job: str, follow: bool, hosts: tuple[str, ...], tail: int | None) -> No
             return
 
 
+@jobs.command(epilog="""\b
+Examples:
+  shipyard jobs delete my-job-2026-11-20-10-00-00-000
+  shipyard jobs delete my-job --delete-output     # its model and output in storage too""")
+@click.argument("names", nargs=-1, required=True, metavar="JOB...", shell_complete=complete_jobs)
+@click.option("--delete-output", is_flag=True,
+              help="Also delete what the job wrote under its output path (<output_path>/<job>/: model, output, "
+                   "source, debugger and profiler data). Checkpoints are never deleted.")
+def delete(names: tuple[str, ...], delete_output: bool) -> None:
+    """Delete ended jobs' local data: their records, logs, metrics and the channel copies in their
+    directories. What they wrote to storage stays unless --delete-output."""
+    from shipyard.control.reconcile import reconcile
+
+    store = _store()
+    for name in names:
+        reconcile(store, name)  # a job whose controller died is Failed now, and can go
+    for name in names:
+        _delete_job(store, name, delete_output)
+
+
+def _delete_job(store, name: str, delete_output: bool) -> None:
+    from shipyard.storage.uri import join, remove_tree
+
+    output = join(store.get_job(name).spec.output_path, name)
+    store.delete_job(name)
+    if delete_output:
+        remove_tree(output)
+    click.echo(f"deleted {name}" + (f" and {output}" if delete_output else ""))
+
+
+@jobs.command(epilog="""\b
+Examples:
+  shipyard jobs prune --before 30d --dry-run     # what would go
+  shipyard jobs prune --before 7d --status Failed --yes""")
+@click.option("--before", required=True, metavar="DURATION|DATE",
+              help="Jobs that ended more than this long ago (30d, 12h) or before this date (2026-11-01).")
+@click.option("--status", callback=lambda ctx, param, value: _status(value), metavar="Completed|Failed|Stopped",
+              help="Only jobs that ended in this status.")
+@click.option("--delete-output", is_flag=True, help="Also delete what each job wrote under its output path.")
+@click.option("--dry-run", is_flag=True, help="List the jobs that would be deleted; delete nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+def prune(before: str, status: str | None, delete_output: bool, dry_run: bool, yes: bool) -> None:
+    """Delete the local data of every ended job that ended before --before (tuning jobs' trials go with
+    their tuning job: `shipyard tuning delete`; jobs on a live warm pool stay)."""
+    from shipyard.control.reconcile import reconcile
+    from shipyard.planner.request import since
+
+    store = _store()
+    for record in store.list_jobs():
+        if not record.terminal:
+            reconcile(store, record.name)  # a job whose controller died is Failed now, and can go
+    names = store.prunable(since("--before", before), status)
+    if not names:
+        click.echo("no jobs to prune")
+        return
+    for name in names:
+        if dry_run:
+            click.echo(name)
+    if dry_run:
+        return
+    if not yes:
+        click.confirm(f"delete the local data of {len(names)} job(s)"
+                      + (" and their output in storage" if delete_output else "") + "?", abort=True)
+    for name in names:
+        _delete_job(store, name, delete_output)
+
+
 def _last_lines_start(path, count: int, block: int = 1 << 16) -> int:
     """Where a log's last `count` complete lines start, read backwards a block at a time (a log may be
     large); a line still being written is left for the reader that follows."""

@@ -156,6 +156,18 @@ def stop_tuning(name: str) -> None:
     click.echo(f"stopping {name} and its running training jobs; `shipyard tuning wait {name}` waits for it")
 
 
+@tuning.command("delete")
+@click.argument("name", shell_complete=complete_tuning_jobs)
+def delete_tuning(name: str) -> None:
+    """Delete an ended tuning job's local data and its training jobs' (what they wrote to storage stays)."""
+    from shipyard.tuning.lifecycle import reconcile
+
+    store = _tuning_store()
+    trials = len(store.trials(reconcile(store, name).name))
+    store.delete(name)
+    click.echo(f"deleted {name} and its {trials} training job(s)")
+
+
 @tuning.command("wait")
 @click.argument("name", shell_complete=complete_tuning_jobs)
 @click.pass_context

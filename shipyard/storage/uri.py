@@ -144,3 +144,13 @@ def check_writable(uri: str) -> None:
         fs.rm_file(probe)
     except Exception as exc:  # botocore's and s3fs's errors have no common base to name
         raise StorageError(f"{uri}: cannot write there: {storage_problem(exc)}") from None
+
+
+def remove_tree(uri: str) -> None:
+    """Delete everything under `uri` (a prefix or a directory); nothing there is not an error."""
+    fs, path = filesystem(uri)
+    try:
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+    except Exception as exc:  # botocore's and s3fs's errors have no common base to name
+        raise StorageError(f"could not delete {uri}: {storage_problem(exc)}") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -14,83 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shipyard.errors import ConflictError, NotFoundError, closest
+from shipyard.errors import ConflictError, NotFoundError, closest, unknown_name_error
 from shipyard.settings import shipyard_home
 from shipyard.spec.statuses import TERMINAL_STATUSES
+from shipyard.store.migrations import migrate
 
 if TYPE_CHECKING:
     from shipyard.spec.job import JobSpec
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    name TEXT PRIMARY KEY,
-    spec TEXT NOT NULL,
-    status TEXT NOT NULL,
-    secondary_status TEXT NOT NULL,
-    failure_reason TEXT,
-    creation_time REAL NOT NULL,
-    last_modified_time REAL NOT NULL,
-    training_start_time REAL,
-    training_end_time REAL,
-    model_artifacts TEXT,
-    output_artifacts TEXT,
-    controller_pid INTEGER,
-    controller_started REAL,
-    stop_requested INTEGER NOT NULL DEFAULT 0,
-    interrupt_requested TEXT
-);
-CREATE TABLE IF NOT EXISTS transitions (
-    job TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    start_time REAL NOT NULL,
-    end_time REAL,
-    message TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (job, seq)
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    job TEXT NOT NULL,
-    number INTEGER NOT NULL,
-    start_time REAL NOT NULL,
-    end_time REAL,
-    outcome TEXT,
-    reason TEXT,
-    restored_checkpoint TEXT,
-    PRIMARY KEY (job, number)
-);
-CREATE TABLE IF NOT EXISTS events (
-    job TEXT NOT NULL,
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    host TEXT,
-    message TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_job ON events (job, ts);
-CREATE TABLE IF NOT EXISTS metrics (
-    job TEXT NOT NULL,
-    name TEXT NOT NULL,
-    host TEXT NOT NULL,
-    ts REAL NOT NULL,
-    value REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job, name, ts);
-CREATE TABLE IF NOT EXISTS rule_statuses (
-    job TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    status TEXT NOT NULL,
-    details TEXT NOT NULL DEFAULT '',
-    last_modified REAL NOT NULL,
-    PRIMARY KEY (job, kind, rule)
-);
-"""
-# Columns added since their table was first released (CREATE TABLE above stays as released): a database
-# made before one gets it when it is opened.
-ADDED_COLUMNS = (("jobs", "stop_reason", "TEXT"), ("jobs", "spec_version", "INTEGER NOT NULL DEFAULT 0"))
-# Read by name, not `SELECT *`: the table grows (ADDED_COLUMNS), `_record` takes these.
+# Read by name, not `SELECT *`: the table grows (store/migrations.py), `_record` takes these.
 JOB_COLUMNS = ("name, spec, status, secondary_status, failure_reason, creation_time, last_modified_time, "
                "training_start_time, training_end_time, model_artifacts, output_artifacts, controller_pid, "
                "controller_started, stop_requested")
+# Every table with rows of a job, and its column that names the job (store/migrations.py). A warm pool
+# goes with the last of its uses; pools.job and pool_uses.reused_by keep a deleted job's name, as history.
+JOB_ROWS = (("jobs", "name"), ("transitions", "job"), ("attempts", "job"), ("events", "job"), ("metrics", "job"),
+            ("rule_statuses", "job"), ("queue", "job"), ("pool_uses", "job"), ("tuning_trials", "job"))
 STOP_REQUESTED = "Stop requested"   # the reason of a stop asked for without one
 
 
@@ -139,25 +79,7 @@ class Store:
         self.home = Path(home).expanduser() if home else shipyard_home()
         self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / "shipyard.db"
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)  # CREATE ... IF NOT EXISTS: safe from many processes at once
-            if _missing_columns(db):
-                db.execute("BEGIN IMMEDIATE")  # another process may be adding them right now
-                for table, column, declaration in _missing_columns(db):
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-                db.execute("COMMIT")
-        finally:
-            db.close()
-
-    def create_tables(self, schema: str) -> None:
-        """A module's own tables in this database (the queue's, the tuning jobs'), made when missing."""
-        db = sqlite3.connect(self.path, timeout=30)
-        try:
-            db.executescript(schema)  # CREATE ... IF NOT EXISTS: safe from many processes at once
-        finally:
-            db.close()
+        migrate(self.path)
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -224,10 +146,7 @@ class Store:
         with self._read() as db:
             row = db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE name=?", (name,)).fetchone()
             if row is None:
-                names = [r[0] for r in db.execute("SELECT name FROM jobs")]
-                guess = closest(name, names)
-                hint = f"; did you mean {guess!r}?" if guess else "; `shipyard jobs list` shows the jobs"
-                raise NotFoundError(f"no job named {name!r}{hint}")
+                raise _no_job(db, name)
             transitions = db.execute(
                 "SELECT status, start_time, end_time, message FROM transitions WHERE job=? ORDER BY seq", (name,)
             ).fetchall()
@@ -436,6 +355,53 @@ class Store:
         return [{"name": r[0], "host": r[1], "ts": r[2], "value": r[3]} for r in rows]
 
 
+    # -- deleting what the store keeps of ended jobs --------------------------------------------
+    def delete_job(self, name: str) -> None:
+        """Forget an ended job: its rows in every table and its directory (logs, instance trees, profiler
+        report). What it wrote elsewhere (output path, checkpoint and channel URIs) is not touched. Raises
+        NotFoundError for no such job; ConflictError for one not ended, a tuning job's trial (deleted with
+        its tuning job, TuningStore.delete) or one whose warm pool is not Terminated."""
+        with self._read() as db:
+            if db.execute("SELECT 1 FROM jobs WHERE name=?", (name,)).fetchone() is None:
+                raise _no_job(db, name)
+        self._forget([name])
+
+    def prunable(self, before: float | None = None, status: str | None = None) -> list[str]:
+        """The jobs `delete_job` deletes that ended (as `status` only, one of Completed, Failed, Stopped)
+        before `before` (seconds since the epoch; None: whenever), oldest first. A job ended at its
+        training_end_time, or its last change when it never trained."""
+        if status is not None and status not in TERMINAL_STATUSES:
+            raise unknown_name_error("status", status, TERMINAL_STATUSES)
+        args: list[object] = [status] if status else sorted(TERMINAL_STATUSES)
+        ended = "COALESCE(training_end_time, last_modified_time)"
+        query = f"SELECT name FROM jobs WHERE status IN ({', '.join('?' * len(args))})"
+        if before is not None:
+            query, args = f"{query} AND {ended} < ?", [*args, before]
+        with self._read() as db:
+            names = [row[0] for row in db.execute(f"{query} ORDER BY {ended}, name", args)]
+            return [name for name in names if _refusal(db, name) is None]
+
+    def _forget(self, jobs: list[str], tuning_job: str | None = None, directories: tuple[Path, ...] = (),
+                statements: tuple[tuple[str, tuple], ...] = ()) -> None:
+        """Delete the jobs' directories and `directories`, then, in one transaction, the jobs' rows and
+        `statements`; nothing when one of the jobs must stay (`_refusal`; `tuning_job`: the one deleted
+        with its trials). Directories first: a crash between leaves rows that a second delete clears,
+        never a directory that a new job of the same name would inherit."""
+        with self._read() as db:
+            refusal = next(filter(None, (_refusal(db, job, tuning_job) for job in jobs)), None)
+        if refusal:
+            raise ConflictError(refusal)
+        for directory in (*map(self.job_dir, jobs), *directories):
+            if directory.exists():
+                shutil.rmtree(directory)
+        with self._tx() as db:
+            for table, column in JOB_ROWS:
+                db.executemany(f"DELETE FROM {table} WHERE {column}=?", [(job,) for job in jobs])
+            db.execute("DELETE FROM pools WHERE status='Terminated' AND name NOT IN (SELECT pool FROM pool_uses)")
+            for statement, args in statements:
+                db.execute(statement, args)
+
+
 def _job_filter(status: str | None, name_contains: str | None) -> tuple[str, list[object]]:
     clauses, args = [], []
     if status:
@@ -447,9 +413,32 @@ def _job_filter(status: str | None, name_contains: str | None) -> tuple[str, lis
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
-def _missing_columns(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
-    return [(table, column, declaration) for table, column, declaration in ADDED_COLUMNS
-            if column not in {info[1] for info in db.execute(f"PRAGMA table_info({table})")}]
+def _no_job(db: sqlite3.Connection, name: str) -> NotFoundError:
+    guess = closest(name, [r[0] for r in db.execute("SELECT name FROM jobs")])
+    hint = f"; did you mean {guess!r}?" if guess else "; `shipyard jobs list` shows the jobs"
+    return NotFoundError(f"no job named {name!r}{hint}")
+
+
+def _refusal(db: sqlite3.Connection, name: str, tuning_job: str | None = None) -> str | None:
+    """Why the job's local data must stay (None: it may go): it is a trial of a tuning job (other than
+    `tuning_job`, deleted with its trials), it has not ended, or a warm pool it started or is on lives (its
+    keeper is the controller of the job that started it)."""
+    trial = db.execute("SELECT tuning_job FROM tuning_trials WHERE job=? AND tuning_job IS NOT ?",
+                       (name, tuning_job)).fetchone()
+    if trial:
+        return (f"job {name!r} is a trial of tuning job {trial[0]!r} and is deleted with it: "
+                f"`shipyard tuning delete {trial[0]}`")
+    row = db.execute("SELECT status FROM jobs WHERE name=?", (name,)).fetchone()
+    if row and row[0] not in TERMINAL_STATUSES:
+        return f"job {name!r} has not ended (it is {row[0]}); stop it first: `shipyard jobs stop {name}`"
+    pool = db.execute("SELECT name, status, job FROM pools WHERE ? IN (name, job) AND status != 'Terminated'",
+                      (name,)).fetchone()
+    if pool:
+        pool_name, status, on = pool
+        how, other = ("is on", "") if on == name else ("started", f" (job {on!r} is on it)")
+        return (f"job {name!r} {how} warm pool {pool_name!r}, which is {status}{other}; it can be deleted once the "
+                f"pool is Terminated (`shipyard pools release {pool_name}` ends an Available pool)")
+    return None
 
 
 def _record(row: tuple, transitions: tuple | list) -> JobRecord:

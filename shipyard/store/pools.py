@@ -17,32 +17,6 @@ from dataclasses import dataclass, field
 
 from shipyard.errors import ConflictError, NotFoundError, closest
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS pools (
-    name TEXT PRIMARY KEY,          -- the job that started its instances
-    instance_type TEXT NOT NULL,
-    instance_count INTEGER NOT NULL,
-    backend TEXT NOT NULL,
-    status TEXT NOT NULL,           -- InUse, Available, Terminated
-    job TEXT NOT NULL,              -- the job on it now, or the last one
-    expires_at REAL,                -- while Available
-    keeper_pid INTEGER,
-    keeper_started REAL,
-    members TEXT NOT NULL,          -- JSON: host -> its warm process (pid; a Ray node's address)
-    preload TEXT NOT NULL,          -- JSON: the modules its warm processes imported
-    creation_time REAL NOT NULL,
-    end_time REAL,
-    end_reason TEXT
-);
-CREATE TABLE IF NOT EXISTS pool_uses (
-    job TEXT PRIMARY KEY,
-    pool TEXT NOT NULL,
-    keep_alive INTEGER NOT NULL,
-    available_since REAL,           -- when the job ended with the pool kept
-    released_at REAL,               -- when the pool left it: reused, expired, released
-    reused_by TEXT
-);
-"""
 # A pool chained from job to job ends this long after it was made, whatever the keep-alives (SageMaker's
 # current limit; the 2023 docs said 7 days).
 MAX_LIFETIME_SECONDS = 28 * 86400
@@ -84,11 +58,10 @@ def matches(pool: Pool, instance_type: str, instance_count: int, backend: str) -
 
 
 class PoolStore:
-    """The pool tables of a Store (shipyard/store/db.py)."""
+    """The pool tables of a Store (shipyard/store/db.py; declared in store/migrations.py)."""
 
     def __init__(self, store) -> None:
         self.store = store
-        store.create_tables(SCHEMA)
 
     def create(self, name: str, *, instance_type: str, instance_count: int, backend: str, keep_alive: int,
                keeper: tuple[int, float], members: dict[str, dict], preload: tuple[str, ...]) -> Pool:

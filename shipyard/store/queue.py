@@ -17,18 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from shipyard.spec.statuses import TERMINAL_STATUSES
-from shipyard.store import pools
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS queue (
-    seq INTEGER PRIMARY KEY,      -- submission order
-    job TEXT NOT NULL UNIQUE,
-    instances INTEGER NOT NULL,
-    gpus INTEGER NOT NULL,        -- how many GPUs its instances take
-    granted TEXT,                 -- the GPU ids it holds (JSON), once admitted; NULL while it waits
-    admitted_time REAL
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -105,11 +93,10 @@ def decision(entries: Sequence[Entry], job: str, limit: int, gpus: Sequence[str]
 
 
 class CapacityQueue:
-    """The queue table of a Store (shipyard/store/db.py)."""
+    """The queue table of a Store (shipyard/store/db.py; declared in store/migrations.py)."""
 
     def __init__(self, store) -> None:
         self.store = store
-        store.create_tables(SCHEMA + pools.SCHEMA)
 
     def enqueue(self, job: str, instances: int, gpus: int) -> None:
         """Put a recorded job at the end of the queue (the submitting client, before its controller starts)."""

@@ -8,40 +8,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from shipyard.errors import ConflictError, NotFoundError, closest
 from shipyard.spec.statuses import TERMINAL_STATUSES
 from shipyard.spec.tuning import TuningSpec
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS tuning_jobs (
-    name TEXT PRIMARY KEY,
-    spec TEXT NOT NULL,
-    status TEXT NOT NULL,
-    failure_reason TEXT,
-    creation_time REAL NOT NULL,
-    last_modified_time REAL NOT NULL,
-    end_time REAL,
-    controller_pid INTEGER,
-    controller_started REAL,
-    stop_requested INTEGER NOT NULL DEFAULT 0,
-    completion_reason TEXT,
-    restarts INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS tuning_trials (
-    tuning_job TEXT NOT NULL,
-    job TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    number INTEGER NOT NULL,
-    definition TEXT,
-    hyperparameters TEXT NOT NULL,
-    state TEXT NOT NULL,
-    rung INTEGER NOT NULL DEFAULT 0,
-    paused INTEGER NOT NULL DEFAULT 0,
-    stop_reason TEXT,
-    PRIMARY KEY (tuning_job, job)
-);
-"""
 TUNING_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 # submitting: recorded, its job maybe not yet created; running: its job exists; ended: its job ended and
 # the tuning job has counted it.
@@ -90,11 +62,10 @@ _TRIAL_UPDATABLE = {"state", "rung", "paused", "stop_reason"}
 
 
 class TuningStore:
-    """The tuning tables of a Store (shipyard/store/db.py)."""
+    """The tuning tables of a Store (shipyard/store/db.py; declared in store/migrations.py)."""
 
     def __init__(self, store) -> None:
         self.store = store
-        store.create_tables(SCHEMA)
 
     def create(self, spec: TuningSpec) -> TuningRecord:
         now = time.time()
@@ -122,6 +93,23 @@ class TuningStore:
     def list(self) -> list[TuningRecord]:
         with self.store._read() as db:
             return [_record(r) for r in db.execute("SELECT * FROM tuning_jobs ORDER BY creation_time DESC")]
+
+    def directory(self, name: str) -> Path:
+        """The tuning job's own files: its Optuna study, its process's log."""
+        return self.store.home / "tuning" / name
+
+    def delete(self, name: str) -> None:
+        """Forget an ended tuning job with its trials: its record, events and directory, and each trial's
+        job as Store.delete_job does; what the jobs wrote elsewhere (output path, checkpoints) is not
+        touched. Raises NotFoundError for no such tuning job; ConflictError for one not ended, or when a
+        trial's job cannot be deleted (not ended; its warm pool not Terminated), deleting nothing."""
+        record = self.get(name)
+        if not record.terminal:
+            raise ConflictError(f"tuning job {name!r} has not ended (it is {record.status}); stop it first: "
+                                f"`shipyard tuning stop {name}`")
+        self.store._forget([trial.job for trial in self.trials(name)], name, (self.directory(name),),
+                           (("DELETE FROM tuning_jobs WHERE name=?", (name,)),
+                            ("DELETE FROM events WHERE job=?", (events_key(name),))))
 
     def set_status(self, name: str, status: str, **fields: object) -> bool:
         """Move a tuning job to `status` (with fields); a terminal one never moves again."""
@@ -178,6 +166,11 @@ class TuningStore:
                               " FROM tuning_trials WHERE tuning_job=? ORDER BY seq", (name,)).fetchall()
         return [Trial(job, seq, number, definition, json.loads(hps), state, rung, bool(paused), reason)
                 for job, seq, number, definition, hps, state, rung, paused, reason in rows]
+
+
+def events_key(name: str) -> str:
+    """A tuning job's events sit beside the jobs' under a key no job name can have."""
+    return f"tuning/{name}"
 
 
 def _record(row: tuple) -> TuningRecord:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard.settings import shipyard_home
+from shipyard.store.tuning import events_key
 from shipyard.tuning.search import Proposal
 
 POLL_SECONDS = 0.5
@@ -327,13 +328,10 @@ def _proposal(trial) -> Proposal:
     return Proposal(trial.number, trial.hyperparameters, trial.definition)
 
 
-def events_key(name: str) -> str:
-    """A tuning job's events sit beside the jobs' under a key no job name can have."""
-    return f"tuning/{name}"
-
-
 def study_path(store, name: str) -> Path:
-    directory = store.home / "tuning" / name
+    from shipyard.store.tuning import TuningStore
+
+    directory = TuningStore(store).directory(name)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / "study.db"
 

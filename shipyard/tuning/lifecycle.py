@@ -107,13 +107,13 @@ def reconcile(tuning: TuningStore, name: str) -> TuningRecord:
 
 
 def _take_over(tuning: TuningStore, record: TuningRecord) -> None:
-    from shipyard.tuning.controller import events_key
+    from shipyard.store.tuning import events_key
 
     store, name = tuning.store, record.name
     died = f"the tuning process (pid {record.controller_pid}) stopped"
     if record.restarts >= MAX_RESTARTS:
         reason = (f"InternalServerError: {died} {record.restarts + 1} times; its log is "
-                  f"{Path(store.home) / 'tuning' / name / 'tuning.log'}")
+                  f"{tuning.directory(name) / 'tuning.log'}")
         for trial in tuning.trials(name):
             if trial.state != "ended" and store.exists(trial.job):
                 store.request_stop(trial.job, "the tuning job failed")

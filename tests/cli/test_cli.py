@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -255,6 +256,42 @@ def test_bash_completes_commands_and_job_names(home, tmp_path):
     assert complete("shipyard", "jobs", "describe", "quick") == ["quick-1", "quick-2"]
     assert complete("shipyard", "logs", "oth") == ["other-1"]
     assert "describe" in complete("shipyard", "jobs", "de")
+
+
+def test_delete_and_prune_remove_local_data_and_output_only_when_asked(runner, home):
+    import sqlite3
+
+    store = _job(home, "keep-output", status="Completed")
+    for name in ("drop-output", "old-failed", "old-done"):
+        _job(home, name, status="Failed" if "failed" in name else "Completed")
+    _job(home, "running-2")
+    for name in ("keep-output", "drop-output"):
+        (home / "output" / name / "output").mkdir(parents=True)
+        (home / "output" / name / "output" / "model.tar.gz").write_text("m")
+        store.job_dir(name).mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(store.path) as db:  # the old ones ended ten days ago, the others just now
+        db.execute("UPDATE jobs SET training_end_time=? - CASE WHEN name LIKE 'old-%' THEN 864000 ELSE 0 END",
+                   (time.time(),))
+
+    result = runner.invoke(cli, ["jobs", "delete", "keep-output"])
+    assert result.exit_code == 0 and result.output == "deleted keep-output\n"
+    assert not store.exists("keep-output") and not store.job_dir("keep-output").exists()
+    assert (home / "output" / "keep-output" / "output" / "model.tar.gz").exists()   # storage: not asked
+    result = runner.invoke(cli, ["jobs", "delete", "drop-output", "--delete-output"])
+    assert result.exit_code == 0 and not (home / "output" / "drop-output").exists()
+    refused = runner.invoke(cli, ["jobs", "delete", "running-2"])
+    assert refused.exit_code == 2 and "has not ended" in refused.stderr and store.exists("running-2")
+
+    listed = runner.invoke(cli, ["jobs", "prune", "--before", "7d", "--dry-run"])
+    assert listed.exit_code == 0 and sorted(listed.output.split()) == ["old-done", "old-failed"]
+    assert store.exists("old-done")
+    declined = runner.invoke(cli, ["jobs", "prune", "--before", "7d"], input="n\n")
+    assert declined.exit_code == 1 and store.exists("old-done")
+    pruned = runner.invoke(cli, ["jobs", "prune", "--before", "7d", "--status", "failed", "--yes"])
+    assert pruned.exit_code == 0 and pruned.output == "deleted old-failed\n"
+    assert [r.name for r in store.list_jobs()] == ["running-2", "old-done"]
+    assert runner.invoke(cli, ["jobs", "prune", "--before", "30d"]).output == "no jobs to prune\n"
+    assert runner.invoke(cli, ["jobs", "prune", "--before", "1d", "--yes"]).output == "deleted old-done\n"
 
 
 def test_wait_exit_codes(runner, home):

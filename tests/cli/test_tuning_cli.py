@@ -78,6 +78,13 @@ def test_a_detached_tuning_job_is_followed_from_other_commands(runner, home, tmp
     assert description["TrainingJobStatusCounters"]["Completed"] == 3
     stopped = runner.invoke(cli, ["tuning", "stop", "cli-tune"])
     assert stopped.exit_code == 2 and "already ended Completed" in stopped.output
+    trial = trials[0]["TrainingJobName"]
+    refused = runner.invoke(cli, ["jobs", "delete", trial])
+    assert refused.exit_code == 2 and "shipyard tuning delete cli-tune" in refused.stderr
+    deleted = runner.invoke(cli, ["tuning", "delete", "cli-tune"])
+    assert deleted.exit_code == 0 and deleted.output == "deleted cli-tune and its 3 training job(s)\n"
+    assert json.loads(runner.invoke(cli, ["jobs", "list", "-o", "json"]).output) == []
+    assert json.loads(runner.invoke(cli, ["tuning", "list", "-o", "json"]).output) == []
 
 
 @pytest.mark.parametrize("replace, message", [

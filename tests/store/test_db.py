@@ -4,14 +4,12 @@ records that many processes can write at once."""
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
 
 import pytest
 
 from shipyard.errors import ConflictError, NotFoundError
 from shipyard.spec.job import JobSpec
 from shipyard.store import Store
-from shipyard.store.db import SCHEMA
 
 
 def _spec(name: str = "job-1") -> JobSpec:
@@ -61,19 +59,6 @@ def test_a_stop_keeps_the_first_reason_given(tmp_path):
     assert store.request_stop("job-2", "a second thought")
     assert store.stop_requested("job-2") == "Early stopping: worse than the median"
     assert store.get_job("job-2").stop_requested
-
-
-def test_a_database_from_before_a_column_was_added_gets_it_and_its_jobs_read_as_before(tmp_path):
-    old = sqlite3.connect(tmp_path / "shipyard.db")
-    old.executescript(SCHEMA)   # the tables as first released
-    old.execute("INSERT INTO jobs (name, spec, status, secondary_status, creation_time, last_modified_time)"
-                " VALUES ('job-1', ?, 'InProgress', 'Training', 1.0, 1.0)", (_spec().model_dump_json(),))
-    old.commit()
-    old.close()
-    store = Store(tmp_path)
-    assert store.get_job("job-1").secondary_status == "Training"
-    assert store.request_stop("job-1", "because") and store.stop_requested("job-1") == "because"
-    assert [job.name for job in Store(tmp_path).list_jobs()] == ["job-1"]   # opened again: nothing to add
 
 
 def test_attempts_events_and_interrupt_requests(tmp_path):

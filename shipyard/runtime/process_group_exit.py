@@ -96,7 +96,9 @@ def _leave_cleanly() -> None:
         except Exception:
             return  # a flush that fails would have made the exit status 120: the normal way then
     for obj in gc.get_objects():  # what finalization would flush: files the script left open
-        if isinstance(obj, io.IOBase):
+        # type(), not isinstance(): isinstance reads obj.__class__, which some objects (torch's deprecated
+        # reduce_op) answer with a FutureWarning in every job's log.
+        if issubclass(type(obj), io.IOBase):
             try:
                 if not obj.closed and obj.writable():
                     obj.flush()

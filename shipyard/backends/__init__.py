@@ -87,6 +87,10 @@ class Backend(Protocol):
         """Run the instance on the warm process `warm_pool` keeps for its host (`connection`: one the
         submitting client already sent the job on)."""
 
+    def rejoin(self, kept: list, master_port: int) -> None:
+        """Instances kept from the last attempt (paused survivors of a lost one) rejoin the instances this
+        backend started: told the rendezvous port and where every host now is."""
+
 
 def get_backend(name: str, **kwargs) -> Backend:
     return REGISTRY.load(name)(**kwargs)

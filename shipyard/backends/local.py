@@ -206,6 +206,11 @@ class LocalBackend:
             return pool.start(plan)
         return self._start_cold(plan)
 
+    def rejoin(self, kept: list, master_port: int) -> None:
+        """Hosts keep their loopback addresses here: the port is the news."""
+        for instance in kept:
+            instance.control.send("resume", master_port=master_port)
+
     def attach(self, plan: InstancePlan, warm_pool: str, connection: int | None = None) -> pool.WarmInstance:
         """Run the instance on the warm process pool `warm_pool` (store/pools.py) has for its host, or
         adopt the `connection` on which another process sent it there."""

@@ -180,8 +180,9 @@ class JobController:
         self.state = following
         return following
 
-    def _start_instances(self, plan: dict, keep: tuple = ()) -> None:
-        """Start the plan's instances; `keep` are running instances that stay (they rejoin)."""
+    def _start_instances(self, plan: dict, keep: tuple = (), master_port: int | None = None) -> None:
+        """Start the plan's instances; `keep` are running instances that stay (they rejoin at
+        `master_port`, or where the backend chooses it)."""
         from shipyard.backends import get_backend
 
         backend = self.backend or get_backend(plan["backend"], job_dir=self.job_dir)
@@ -194,6 +195,8 @@ class JobController:
             def start(plan):
                 return backend.attach(plan, self.pool, self.adopted.get(plan.host))
         self.instances = [kept.get(p.host) or start(p) for p in plans]
+        if keep:
+            backend.rejoin(list(keep), master_port)
         self.kept = tuple(keep)
         self.download_reported = False
         self.exit_codes: dict[str, int] = {}
@@ -621,9 +624,7 @@ class JobController:
         self.store.transition(self.name, "InProgress", "Starting", self.restart_message)
         self.attempt += 1
         plan, port = self._plan_attempt(self.keep)
-        self._start_instances(plan, self.keep)
-        for instance in self.keep:
-            instance.control.send("resume", master_port=port)
+        self._start_instances(plan, self.keep, port)
         self._attempt_started()
         return State.RUNNING
 

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Instances talk over loopback addresses (see backends/sandbox.py), so that is their interface.
+# Local instances talk over loopback addresses (see backends/sandbox.py), so that is their interface; a
+# Ray instance's is its node's (the interface that holds the node's address, backends/ray/actor.py).
 NETWORK_INTERFACE = "lo"
 
 
@@ -53,6 +54,7 @@ class AgentConfig:
     host_addresses: dict[str, str]
     sandboxed: bool
     channels: tuple[ChannelSource, ...] = ()
+    network_interface: str = NETWORK_INTERFACE
     gpu_ids: tuple[str, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
     instance_type: str = "local"
@@ -108,7 +110,7 @@ class AgentConfig:
         return TrainingEnvironment(
             layout=Layout(Path(self.base)),
             hyperparameters=self.hyperparameters,
-            resource_config=resource_config(self.host, self.hosts, self.instance_type, NETWORK_INTERFACE,
+            resource_config=resource_config(self.host, self.hosts, self.instance_type, self.network_interface,
                                             self.instance_groups),
             input_data_config=input_data_config(self.channels),
             job_name=self.job_name,

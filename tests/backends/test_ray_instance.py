@@ -45,11 +45,23 @@ class FakeActor:
     def __init__(self) -> None:
         self.told: list[str] = []
         self.code: int | None = None
-        for name in ("start", "pull", "artifacts", "cleanup", "terminate", "kill"):
+        self.started: list[tuple] = []
+        self.controls: list[tuple] = []
+        self.port = 31000
+        for name in ("start", "run_next", "pull", "artifacts", "cleanup", "terminate", "kill", "free_port", "control"):
             setattr(self, name, Call(getattr(self, f"_{name}")))
 
     def _start(self, *args):
-        return {"pid": 4242}
+        self.started.append(args)
+        return {"pid": 4242, "node_id": NODE}
+
+    _run_next = _start
+
+    def _free_port(self, span):
+        return self.port
+
+    def _control(self, action, fields):
+        self.controls.append((action, fields))
 
     def _pull(self, *offsets):
         return {"code": self.code, "log": b"", "events": b"", "heartbeats": {}, "more": False}
@@ -77,7 +89,7 @@ def fake_ray(monkeypatch):
         killed.append(actor)
 
     fake = types.SimpleNamespace(get=lambda ref, timeout=None: ref(), kill=kill, exceptions=ray.exceptions,
-                                 nodes=lambda: [{"NodeID": NODE, "Alive": True}])
+                                 nodes=lambda: [{"NodeID": NODE, "Alive": True}], is_initialized=lambda: True)
     monkeypatch.setattr(ray_backend, "_ray", lambda: fake)
     monkeypatch.setattr(ray_backend, "PULL_SECONDS", 0.01)
     fake.killed = killed
@@ -93,10 +105,16 @@ def instance(home):
     plan = backend.plan(spec, backend.instance_resources(spec), 29400)[0]
     backend.prepare(plan)
     placement = Placement("auto", plan.strategy, "test")
-    placement._started = True    # no placement thread: the tests call _launch themselves
+    placement._started = True    # no placement thread: the tests launch it themselves (_launch)
     made = RayInstance(plan, placement)
     placement.members.append(made)
     return made
+
+
+def _launch(instance: RayInstance) -> None:
+    """What the placement does for a placed instance: its actor, then the start."""
+    instance._make_actor(None, 0, PLACED, reuse=False)
+    instance._start({"algo-1": "10.0.0.7"}, 29400, reuse=False)
 
 
 def _settled(instance: RayInstance) -> int:
@@ -118,7 +136,7 @@ def test_a_stop_while_the_actor_is_made_stops_that_actor(fake_ray, instance, mon
         return made[-1]
 
     monkeypatch.setattr(ray_backend, "_new_actor", new_actor)
-    instance._launch(None, 0, PLACED)
+    _launch(instance)
     stopper.join(timeout=30)
     code = _settled(instance)
     # Whatever the interleaving: the actor made was told to stop, or was killed, and the instance is over.
@@ -129,7 +147,7 @@ def test_a_stop_while_the_actor_is_made_stops_that_actor(fake_ray, instance, mon
 def test_a_stop_before_placement_makes_no_actor(fake_ray, instance, monkeypatch):
     monkeypatch.setattr(ray_backend, "_new_actor", lambda *args: pytest.fail("an actor was made"))
     instance.terminate()
-    instance._launch(None, 0, PLACED)
+    _launch(instance)
     assert instance._code == 143 and instance.actor is None and instance.placement.cancelled
 
 
@@ -144,7 +162,7 @@ def test_an_error_while_pulling_is_not_reported_as_a_start_failure(fake_ray, ins
     actor = FakeActor()
     actor.pull = Call(broken_pull)
     monkeypatch.setattr(ray_backend, "_new_actor", lambda *args: actor)
-    instance._launch(None, 0, PLACED)
+    _launch(instance)
     assert _settled(instance) == 1
     log = _log(instance)
     assert "could not read the logs and events of algo-1 on node" in log and "disk full" in log
@@ -160,7 +178,51 @@ def test_an_actor_that_stops_answering_is_lost_after_the_call_timeout(fake_ray, 
 
     actor.pull = Call(unavailable)
     monkeypatch.setattr(ray_backend, "_new_actor", lambda *args: actor)
-    instance._launch(None, 0, PLACED)
+    _launch(instance)
     assert _settled(instance) == LOST_EXIT_CODE
     assert instance.lost_reason == f"its Ray actor on node {NODE} (10.0.0.7) did not answer for 0.3s"
     assert actor in fake_ray.killed and f"algo-1 lost: {instance.lost_reason}" in _log(instance)
+
+
+def test_replacements_are_started_with_algo_1_s_port_and_survivors_told_where_they_are(fake_ray, home, monkeypatch):
+    """A replaced algo-2 joins algo-1, a survivor on another node: the port is chosen by algo-1's actor (on
+    its node), algo-2 starts knowing both addresses, and algo-1 is told the port and algo-2's new address."""
+    spec = JobSpec(job_name="rayjob", instance_count=2, output_path="s3://out/jobs", backend="ray",
+                   hyperparameters={"sagemaker_program": '"train.py"',
+                                    "sagemaker_submit_directory": '"s3://out/jobs/rayjob/source/sourcedir.tar.gz"'})
+    backend = RayBackend(home / "jobs" / "rayjob")
+    plans = backend.plan(spec, backend.instance_resources(spec), 29400)
+    survivor = RayInstance(plans[0], Placement("auto", plans[0].strategy, "old"))
+    survivor.actor, survivor.node_address = FakeActor(), "10.0.0.7"
+    survivor.actor.port = 30500
+    new = FakeActor()
+    monkeypatch.setattr(ray_backend, "_pool_actor", lambda name: new)   # the reused path: no placement group
+    replacement = backend.start(plans[1])
+    backend.rejoin([survivor], 29400)
+    backend._placement.reuse({"algo-2": "10.0.0.9"})
+    backend._placement._place()
+    [(plan, hosts, environment, cpus_from_node, port)] = new.started
+    assert hosts == {"algo-1": "10.0.0.7", "algo-2": "10.0.0.9"} and port == 30500
+    assert survivor.actor.controls == [("resume", {"master_port": 30500, "host_addresses": hosts})]
+    replacement._finish(0)
+
+
+def test_a_survivor_s_hosts_file_is_rewritten_in_place(home):
+    """The sandbox bind-mounts the file: only a write to the same inode reaches a running instance."""
+    from shipyard.backends.ray.actor import InstanceActor, interface_of
+
+    spec = JobSpec(job_name="rayjob", instance_count=2, output_path="s3://out/jobs", backend="ray",
+                   hyperparameters={"sagemaker_program": '"train.py"',
+                                    "sagemaker_submit_directory": '"s3://out/jobs/rayjob/source/sourcedir.tar.gz"'})
+    backend = RayBackend(home / "jobs" / "rayjob")
+    plan = backend.plan(spec, backend.instance_resources(spec), 29400)[0].node
+    plan.hosts_path.parent.mkdir(parents=True)
+    plan.hosts_path.write_text("old\n")
+    inode = plan.hosts_path.stat().st_ino
+    actor = InstanceActor()
+    actor.plan = plan
+    actor._readdress({"algo-1": "10.0.0.7", "algo-2": "10.0.0.9"})
+    assert plan.hosts_path.stat().st_ino == inode
+    assert plan.hosts_path.read_text().endswith("10.0.0.7\talgo-1\n10.0.0.9\talgo-2\n")
+    assert actor.plan.config.host_addresses == {"algo-1": "10.0.0.7", "algo-2": "10.0.0.9"}
+    assert interface_of("127.0.0.1") == "lo"

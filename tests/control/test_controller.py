@@ -22,6 +22,7 @@ from shipyard.control import submit as submitting
 from shipyard.control.controller import TRANSITIONS, JobController, State
 from shipyard.control.decisions import Fail, Interrupt, Retry, Stop
 from shipyard.control.failures import classify
+from shipyard.runtime import ports
 from shipyard.spec.job import JobSpec
 from shipyard.store import Store
 from shipyard.store.queue import CapacityQueue
@@ -305,10 +306,10 @@ def test_a_job_waits_for_capacity_then_starts_on_a_fresh_plan(full, monkeypatch)
     assert backend.started == [] and store.attempts("job") == []
     # The port the submitting client chose may be taken by now: the attempt gets a fresh one (below the range
     # the submit drew from, so it cannot be that one again by chance).
-    monkeypatch.setattr(planning, "free_port", lambda span=1: planning.JOB_PORTS_FROM - 1)
+    monkeypatch.setattr(planning, "free_port", lambda span=1: ports.JOB_PORTS_FROM - 1)
     store.transition("first", "Completed", "Completed")   # its capacity is released
     assert controller.step() is State.RUNNING
-    assert {i.plan.config.master_port for i in backend.started} == {planning.JOB_PORTS_FROM - 1}
+    assert {i.plan.config.master_port for i in backend.started} == {ports.JOB_PORTS_FROM - 1}
     assert len(backend.started) == 2 and len(store.attempts("job")) == 1
     waited = store.get_job("job").transitions[-1].message
     assert waited.startswith("Waited ") and waited.endswith(" s for capacity; starting the instances")

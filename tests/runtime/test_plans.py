@@ -87,14 +87,14 @@ def test_hosts_file_resolves_every_instance():
 def test_free_port_reserves_the_whole_span(monkeypatch):
     """TensorFlow's tasks take the ports above master_port: a base whose block holds a taken port is
     passed over, whatever address the taker bound."""
-    from shipyard.control import planning
+    from shipyard.runtime import ports
 
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        real = planning._candidate_port
+        real = ports._candidate_port
         candidates = iter([port - 3])  # its block port-3 .. port holds the taken port
-        monkeypatch.setattr(planning, "_candidate_port", lambda span: next(candidates, None) or real(span))
-        base = planning.free_port(span=4)
+        monkeypatch.setattr(ports, "_candidate_port", lambda span: next(candidates, None) or real(span))
+        base = ports.free_port(span=4)
         assert not base <= port <= base + 3
         for free in range(base, base + 4):
             socket.create_server(("", free)).close()
@@ -102,23 +102,23 @@ def test_free_port_reserves_the_whole_span(monkeypatch):
 
 def test_job_ports_come_from_below_the_ephemeral_range(monkeypatch, tmp_path):
     """No outgoing connection takes a port there between the pick and the job's bind."""
-    from shipyard.control import planning
+    from shipyard.runtime import ports
 
-    monkeypatch.setattr(planning, "EPHEMERAL_RANGE", tmp_path / "range")
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", tmp_path / "range")
     (tmp_path / "range").write_text("32768\t60999\n")  # Linux's default
     for _ in range(20):
-        base = planning.free_port(span=4)
-        assert planning.JOB_PORTS_FROM <= base and base + 4 <= 32768
+        base = ports.free_port(span=4)
+        assert ports.JOB_PORTS_FROM <= base and base + 4 <= 32768
     (tmp_path / "range").write_text("1024\t65535\n")  # no room below it: the kernel's pick
-    assert 1024 <= planning.free_port() <= 65535
+    assert 1024 <= ports.free_port() <= 65535
 
 
 def test_free_port_gives_up_clearly(monkeypatch):
-    from shipyard.control import planning
+    from shipyard.runtime import ports
 
-    monkeypatch.setattr(planning, "_candidate_port", lambda span: 65535)
+    monkeypatch.setattr(ports, "_candidate_port", lambda span: 65535)
     with pytest.raises(ShipyardError, match="no 2 free ports in a row"):
-        planning.free_port(span=2)
+        ports.free_port(span=2)
 
 
 def test_a_job_reserves_two_ports_per_instance_for_tensorflow(tmp_path, monkeypatch):

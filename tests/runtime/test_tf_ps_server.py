@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from shipyard.control.planning import free_port
+from shipyard.runtime.ports import free_port
 
 
 def _start(task_index: int, master: socket.socket) -> subprocess.Popen:

@@ -18,6 +18,20 @@ from shipyard.backends.ray import reaper, streams
 _RAY_ONLY = ("RAY_", "OMP_NUM_THREADS")
 
 
+def interface_of(address: str) -> str:
+    """The name of this node's network interface that holds `address` (what SM_NETWORK_INTERFACE_NAME
+    and NCCL/GLOO_SOCKET_IFNAME name on this host)."""
+    import socket
+
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == address for a in addresses):
+            return name
+    raise RuntimeError(f"no network interface of this node holds its Ray address {address}; start the node "
+                       "with `ray start --node-ip-address` set to one of its own addresses")
+
+
 class InstanceActor:
     def __init__(self) -> None:
         self.instance = None
@@ -32,20 +46,26 @@ class InstanceActor:
         self.warm_dir: Path | None = None
 
     def start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
-              cpus_from_node: bool) -> dict:
+              cpus_from_node: bool, master_port: int) -> dict:
         """Lay out and start the instance; returns where it runs."""
         with self.lock:
-            where = self._start(plan, host_addresses, environment, cpus_from_node)
+            where = self._start(plan, host_addresses, environment, cpus_from_node, master_port)
             if self.stop is not None:
                 getattr(self.instance, self.stop)()
             return where
 
     def run_next(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
-                 cpus_from_node: bool) -> dict:
+                 cpus_from_node: bool, master_port: int) -> dict:
         """A warm pool's actor: run the next job's instance on the warm process this actor kept."""
         with self.lock:
             self.stop, self.beats_seen = None, {}
-            return self._start(plan, host_addresses, environment, cpus_from_node, reuse=True)
+            return self._start(plan, host_addresses, environment, cpus_from_node, master_port, reuse=True)
+
+    def free_port(self, span: int) -> int:
+        """The job's rendezvous ports, found free on this node (algo-1's), where they will be bound."""
+        from shipyard.runtime.ports import free_port
+
+        return free_port(span)
 
     def detach(self) -> None:
         """The job is over and its pool kept: the warm process waits for the next job."""
@@ -55,7 +75,7 @@ class InstanceActor:
         return self.sandbox is not None and self.sandbox.poll() is None
 
     def _start(self, plan: dict, host_addresses: dict[str, str], environment: dict[str, str],
-               cpus_from_node: bool, reuse: bool = False) -> dict:
+               cpus_from_node: bool, master_port: int, reuse: bool = False) -> dict:
         import ray
 
         from shipyard.backends import resources, sandbox
@@ -70,6 +90,8 @@ class InstanceActor:
         config = dataclasses.replace(
             node_plan.config,
             host_addresses=host_addresses,
+            master_port=master_port,
+            network_interface=interface_of(host_addresses[node_plan.host]),
             gpu_ids=tuple(str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])),
             num_cpus=resources.detect().vcpus if cpus_from_node else node_plan.config.num_cpus,
         )
@@ -126,7 +148,20 @@ class InstanceActor:
                 getattr(self.instance, how)()
 
     def control(self, action: str, fields: dict) -> None:
+        if "host_addresses" in fields:   # a survivor rejoining replacements placed on other nodes
+            self._readdress(fields["host_addresses"])
         self.instance.control.send(action, **fields)
+
+    def _readdress(self, host_addresses: dict[str, str]) -> None:
+        """Every algo-* resolves to where it now is: the sandbox's /etc/hosts is rewritten in place (it is
+        bind-mounted, so a new file would not be seen), and the plan follows."""
+        from shipyard.backends import sandbox
+
+        config = dataclasses.replace(self.plan.config, host_addresses=host_addresses)
+        self.plan = dataclasses.replace(self.plan, config=config)
+        with open(self.plan.hosts_path, "r+") as hosts:
+            hosts.write(sandbox.hosts_file(host_addresses))
+            hosts.truncate()
 
     def cleanup(self) -> None:
         """The instance is over and its artifacts fetched: its data and code need not stay on the node."""

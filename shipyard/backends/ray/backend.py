@@ -157,6 +157,11 @@ class RayBackend:
         self._placement.members.append(instance)
         return instance
 
+    def rejoin(self, kept: list, master_port: int) -> None:
+        """Survivors learn the replacements' nodes and the port only once those are placed: the placement
+        tells them then."""
+        self._placement.kept = list(kept)
+
     def attach(self, plan: RayInstancePlan, warm_pool: str, connection: int | None = None) -> RayInstance:
         """Run the instance on the actor `warm_pool` kept on its host's node (its placement stays the
         pool's, held by the pool's keeper)."""
@@ -223,6 +228,7 @@ class Placement:
         self._lock = threading.Lock()
         self._released: set[str] = set()
         self.reused: dict[str, str] | None = None
+        self.kept: list[RayInstance] = []   # survivors of the last attempt, running elsewhere, that rejoin
 
     def launch(self) -> None:
         with self._lock:
@@ -241,30 +247,48 @@ class Placement:
 
         try:
             connect(self.address)
-            if self.reused is not None:
-                for member in self.members:
-                    member._launch(None, 0, {host: (None, address) for host, address in self.reused.items()},
-                                   reuse=True)
-                return
-            bundles = [m.plan.bundle for m in self.members]
-            self.group = placement_group(bundles, strategy=self.strategy, name=self.name)
-            ready = self.group.ready()
-            while not ray.wait([ready], timeout=WAIT_POLL_SECONDS)[0]:
-                if self.cancelled:
-                    ray.util.remove_placement_group(self.group)
-                    return
-                self.waiting = ray_placement.waiting_message(bundles, self.strategy, ray.nodes())
-            nodes = placement_group_table(self.group)["bundles_to_node_id"]
-            addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-            placed = {m.host: (nodes[i], addresses[nodes[i]]) for i, m in enumerate(self.members)}
-            self.waiting = None
+            reuse = self.reused is not None
+            if reuse:
+                placed = {host: (None, address) for host, address in self.reused.items()}
+            else:
+                bundles = [m.plan.bundle for m in self.members]
+                self.group = placement_group(bundles, strategy=self.strategy, name=self.name)
+                ready = self.group.ready()
+                while not ray.wait([ready], timeout=WAIT_POLL_SECONDS)[0]:
+                    if self.cancelled:
+                        ray.util.remove_placement_group(self.group)
+                        return
+                    self.waiting = ray_placement.waiting_message(bundles, self.strategy, ray.nodes())
+                nodes = placement_group_table(self.group)["bundles_to_node_id"]
+                addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+                placed = {m.host: (nodes[i], addresses[nodes[i]]) for i, m in enumerate(self.members)}
+                self.waiting = None
+            # Every actor first, so that the rendezvous port is chosen on algo-1's node, where it is bound.
             for index, member in enumerate(self.members):
-                member._launch(self.group, index, placed)
+                member._make_actor(self.group, index, placed, reuse)
+            hosts = {**{k.host: k.node_address for k in self.kept},
+                     **{host: address for host, (_, address) in placed.items()}}
+            port = self._rendezvous_port()
+            for member in self.members:
+                member._start(hosts, port, reuse)
+            for survivor in self.kept:
+                survivor.control.send("resume", master_port=port, host_addresses=hosts)
         except Exception as exc:  # no cluster, or it went away: every instance fails, saying why
             self.waiting = None
             for member in self.members:
                 member._fail(f"could not place the instance on the Ray cluster at {self.address!r}: "
                              f"{type(exc).__name__}: {exc}")
+
+    def _rendezvous_port(self) -> int:
+        """Free ports on algo-1's node (its actor looks), for the span the job's launchers take; the
+        planned one when algo-1 has no actor (stopped before it was made)."""
+        from shipyard.runtime.launchers.tf_config import port_span
+
+        plan = self.members[0].plan.config
+        first = {i.host: i for i in [*self.kept, *self.members]}.get(plan.hosts[0])
+        if first is None or first.actor is None:
+            return plan.master_port
+        return _ray().get(first.actor.free_port.remote(port_span(len(plan.hosts))), timeout=CALL_TIMEOUT_SECONDS)
 
     def release(self, host: str) -> None:
         """An instance is over; the group goes when all are (removing it would kill the others). A
@@ -330,10 +354,8 @@ class RayInstance:
         return self._code
 
     # -- started by the placement ---------------------------------------------------------------
-    def _launch(self, group, index: int, placed: dict[str, tuple[str, str]], reuse: bool = False) -> None:
-        """Make the actor in bundle `index` of `group` and start the instance on it, or (`reuse`) run it on
-        the warm pool's actor for this host."""
-        ray = _ray()
+    def _make_actor(self, group, index: int, placed: dict[str, tuple[str, str]], reuse: bool) -> None:
+        """The actor in bundle `index` of `group`, or (`reuse`) the warm pool's actor for this host."""
         # Under the lock that _finish takes: a terminate() or kill() either comes first and no actor is
         # made, or finds the actor and stops it (an actor made after _finish would run unwatched).
         name = f"{self.placement.name}:{self.host}"
@@ -341,15 +363,18 @@ class RayInstance:
             if self._code is None and not self.placement.cancelled:
                 self.node_id, self.node_address = placed[self.host]
                 self.actor = _pool_actor(name) if reuse else _new_actor(self.plan.bundle, group, index, name)
+
+    def _start(self, hosts: dict[str, str], master_port: int, reuse: bool) -> None:
+        """Start the instance on its actor (a warm pool's: run it there), `hosts` every host's node address."""
+        ray = _ray()
         if self.actor is None:
             self._finish(143)
             return
         environment = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
-        addresses = {host: address for host, (_, address) in placed.items()}
         call = self.actor.run_next if reuse else self.actor.start
         try:
-            where = ray.get(call.remote(self.plan.node.to_dict(), addresses, environment, self.plan.cpus_from_node),
-                            timeout=CALL_TIMEOUT_SECONDS)
+            where = ray.get(call.remote(self.plan.node.to_dict(), hosts, environment, self.plan.cpus_from_node,
+                                        master_port), timeout=CALL_TIMEOUT_SECONDS)
         except Exception as exc:
             self._gone(exc, "start")
             return
@@ -467,7 +492,7 @@ class RayInstance:
 
     # -- the controller's orders ----------------------------------------------------------------
     def _actor_or_cancel(self):
-        """The actor, or None and no actor will be made (checked under _launch's lock)."""
+        """The actor, or None and no actor will be made (checked under _make_actor's lock)."""
         with self._finishing:
             if self.actor is None:
                 self.placement.cancelled = True

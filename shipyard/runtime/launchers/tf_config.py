@@ -10,7 +10,7 @@ free `master_port`, one per task: host i of n (its place in the cluster list) ge
     master/worker (PS) and worker (MWMS):  master_port + i
     parameter server:                      master_port + n + i
 
-so a job reserves port_span(n) ports from its master_port (control.planning.free_port).
+so a job reserves port_span(n) ports from its master_port (runtime/ports.py).
 """
 
 from __future__ import annotations

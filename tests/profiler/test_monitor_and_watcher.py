@@ -1,14 +1,20 @@
-"""The system monitor's files, and the watcher judging profiler rules from a profiler-output directory."""
+"""The system monitor's files and its CPU measure (each instance's own processes), and the watcher judging
+profiler rules from a profiler-output directory."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+
+import psutil
+import pytest
 
 from shipyard.profiler import ProfilerConfig, ProfilerRule, rule_configs
 from shipyard.rules.profiler.data import ProfilerReader
 from shipyard.rules.profiler.watcher import create
-from shipyard.runtime.profiler.monitor import SystemMonitor
+from shipyard.runtime.profiler.monitor import ProcessTreeCPU, SystemMonitor
 from shipyard.spec.job import JobSpec
 from shipyard.spec.rules import StopTraining
 
@@ -192,3 +198,73 @@ def test_monitor_reports_only_the_instances_own_gpus(tmp_path, monkeypatch):
     monitor = SystemMonitor(tmp_path / "none", "algo-3", 100, ())  # an instance given no GPU asks NVML nothing
     assert monitor._gpus is None
     monitor.stop()
+
+
+# -- CPU: the instance's own processes -----------------------------------------------------------------------
+SPIN = "import sys, time\nwhile time.process_time() < float(sys.argv[1]):\n    pass\n"
+# The instance's root (its agent) whose child runs the work, then stays: the CPU used is the tree's.
+ROOT = "import subprocess, sys, time\nsubprocess.run([sys.executable, sys.argv[1], sys.argv[2]])\ntime.sleep(60)\n"
+
+
+@pytest.fixture
+def instances(tmp_path):
+    """Start `python ROOT SPIN seconds` processes (instances whose child spins for that much CPU time);
+    killed with their children at the end."""
+    (tmp_path / "spin.py").write_text(SPIN)
+    (tmp_path / "root.py").write_text(ROOT)
+    started = []
+
+    def start(seconds: float) -> subprocess.Popen:
+        started.append(subprocess.Popen([sys.executable, str(tmp_path / "root.py"), str(tmp_path / "spin.py"),
+                                         str(seconds)]))
+        return started[-1]
+
+    yield start
+    for process in started:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+        process.wait()
+
+
+def _cpu(root, node: str) -> float:
+    """The sum over the cores of the node's last CPUUtilization records (100: one core's worth)."""
+    records = [r for r in _records(root, node) if r["Dimension"] == "CPUUtilization"]
+    last = max(r["Timestamp"] for r in records)
+    return sum(r["Value"] for r in records if r["Timestamp"] == last)
+
+
+def test_each_instance_records_the_cpu_of_its_own_processes(tmp_path, instances):
+    """Two instances on one machine, one busy (its agent's child spins), one idle: their CPU differs, where
+    the machine's utilisation would show both alike."""
+    busy, idle = instances(60), instances(0)
+    monitors = {node: SystemMonitor(tmp_path / node, node, 100, pid=process.pid)
+                for node, process in (("algo-1", busy), ("algo-2", idle))}
+    time.sleep(1.5)
+    for monitor in monitors.values():
+        monitor.sample()
+    busy_cpu, idle_cpu = _cpu(tmp_path / "algo-1", "algo-1"), _cpu(tmp_path / "algo-2", "algo-2")
+    assert busy_cpu > 30 and idle_cpu < 10 and busy_cpu > idle_cpu + 25, (busy_cpu, idle_cpu)
+    names = {r["Name"] for r in _records(tmp_path / "algo-1", "algo-1") if r["Type"] == "cpu"}
+    assert names == {f"cpu{i}" for i in range(psutil.cpu_count())}  # per core, as SageMaker records them
+    values = [r["Value"] for r in _records(tmp_path / "algo-1", "algo-1") if r["Dimension"] == "CPUUtilization"]
+    assert all(0 <= v <= 100 for v in values)
+
+
+def test_a_process_that_ended_between_samples_is_counted_once(instances):
+    """The child spins for 1 s of CPU time and ends: counted, through its parent which reaped it, and not
+    again for the part an earlier sample counted while it ran."""
+    root = psutil.Process(instances(1.0).pid)
+    cpu = ProcessTreeCPU(root.pid)
+    started = time.monotonic()
+    deadline = started + 30
+    while time.monotonic() < deadline and not any(child.cpu_times().user > 0.3 for child in root.children()):
+        time.sleep(0.05)
+    used = []
+    for _ in range(2):  # while it runs, then once it ended
+        used.append(sum(cpu.sample()) / 100 * (time.monotonic() - started))
+        started = time.monotonic()
+        while root.children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert 0.2 < used[0] < 1.0, used
+    assert 0.9 < sum(used) < 1.3, used  # its 1 s and two interpreters' start, not 1 s + what was counted already

@@ -1,6 +1,7 @@
 """The detailed torch.profiler traces' operators: a real trace written through detailed.py's own code path
 (a tiny model on the CPU) read back by ProfilerReader, a GPU kernel added to it (the GPU side without a
-GPU), how nested CPU operators are counted, and OverallFrameworkMetrics' split and top operators."""
+GPU), how nested CPU operators are counted (self time: shares that add up to 100 %), and
+OverallFrameworkMetrics' split and top operators."""
 
 from __future__ import annotations
 
@@ -56,14 +57,15 @@ def test_a_cpu_trace_is_all_cpu_with_linear_and_addmm_on_top(real_trace):
     assert 0 < trace.cpu < sum(e["dur"] for e in operators) / 1e6
     assert trace.cpu <= sum(e["dur"] for e in marks) / 1e6 and trace.gpu == 0
     result = summary(data.operators)
-    assert (result["cpu_share"], result["gpu_share"], result["top"]["GPU"]) == (100.0, 0.0, [])
+    assert (result["shares"], result["top"]["GPU"]) == ({"CPU": 100.0, "GPU": 0.0}, [])
     top = {op["name"]: op for op in result["top"]["CPU"]}
-    assert len(top) == 10 and {"aten::linear", "aten::addmm"} <= set(top)
-    assert top["aten::linear"]["calls"] == top["aten::addmm"]["calls"] == 4  # 2 Linear layers x 2 steps
-    assert 0 < top["aten::addmm"]["total_ms"] <= top["aten::linear"]["total_ms"]  # linear includes its addmm
-    assert all(0 < op["share"] <= 100 for op in top.values())
-    assert [op["total_ms"] for op in result["top"]["CPU"]] == sorted((op["total_ms"] for op in top.values()),
-                                                                    reverse=True)
+    assert len(top) == 10 and "aten::addmm" in top
+    assert top["aten::addmm"]["calls"] == 4  # 2 Linear layers x 2 steps
+    # Self times: every operator's own, which add up to the top-level operators' time and so to 100 %.
+    assert sum(seconds for (device, _), (_, seconds) in trace.operators.items()) == pytest.approx(trace.cpu)
+    assert all(0 <= op["share"] <= 100 for op in top.values()) and sum(op["share"] for op in top.values()) <= 100
+    assert [op["self_ms"] for op in result["top"]["CPU"]] == sorted((op["self_ms"] for op in top.values()),
+                                                                   reverse=True)
 
 
 def test_a_gpu_kernel_in_the_trace_counts_as_gpu(real_trace, tmp_path):
@@ -83,13 +85,11 @@ def test_a_gpu_kernel_in_the_trace_counts_as_gpu(real_trace, tmp_path):
     [trace] = ProfilerReader(str(tmp_path)).read().operators
     assert trace.gpu == pytest.approx(0.0035) and trace.cpu == pytest.approx(cpu)
     result = summary([trace])
-    assert result["gpu_share"] == pytest.approx(100 * 0.0035 / (cpu + 0.0035))
-    assert result["cpu_share"] + result["gpu_share"] == pytest.approx(100)
-    assert result["top"]["GPU"] == [
-        {"name": "volta_sgemm_32x32", "calls": 3, "total_ms": pytest.approx(3.0),
-         "share": pytest.approx(100 * 3 / 3.5)},
-        {"name": "Memcpy HtoD (Pageable -> Device)", "calls": 1, "total_ms": pytest.approx(0.5),
-         "share": pytest.approx(100 * 0.5 / 3.5)}]
+    assert abs(result["shares"]["GPU"] - 100 * 0.0035 / (cpu + 0.0035)) < 1  # whole %, adding up to 100
+    assert sum(result["shares"].values()) == 100
+    assert result["top"]["GPU"] == [  # 85.71 % and 14.29 %, rounded so that they add up to 100.0
+        {"name": "volta_sgemm_32x32", "calls": 3, "self_ms": pytest.approx(3.0), "share": 85.7},
+        {"name": "Memcpy HtoD (Pageable -> Device)", "calls": 1, "self_ms": pytest.approx(0.5), "share": 14.3}]
 
 
 def test_rules_read_traces_only_at_the_end_and_an_odd_trace_costs_only_itself(real_trace, tmp_path):
@@ -109,15 +109,20 @@ def _op(name, ts, dur, tid=1, cat="cpu_op") -> dict:
 def test_nested_cpu_operators_are_not_counted_twice():
     events = [_op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
               _op("aten::linear", 100, 100), _op("aten::t", 100, 10), _op("aten::addmm", 120, 70),
-              _op("aten::copy_", 300, 50), _op("aten::copy_", 310, 20),  # recursion: only the outer one is timed
+              _op("aten::copy_", 300, 50), _op("aten::copy_", 310, 20),  # recursion: each call its own time
+              _op("aten::add_", 500, 50), _op("aten::fill_", 540, 30),  # outlasts its caller: cut at 550
               _op("autograd::engine::evaluate_function: AddmmBackward0", 150, 40, tid=2),  # another thread
               _op("aten::mm", 400, 0), _op("aten::mm", 400, 0)]  # zero-length operators
     trace = parse_detailed_trace(json.dumps({"traceEvents": events}), f"x/{os.path.basename(TRACE)}")
-    assert trace.cpu == pytest.approx((100 + 50 + 40) / 1e6) and trace.gpu == 0
-    assert trace.operators[("CPU", "aten::addmm")] == [1, pytest.approx(70e-6)]
-    assert trace.operators[("CPU", "aten::copy_")] == [2, pytest.approx(50e-6)]
-    assert trace.operators[("CPU", "aten::mm")] == [2, 0.0]
-    assert ("CPU", "ProfilerStep#1") not in trace.operators
+    assert trace.cpu == pytest.approx((100 + 50 + 50 + 40) / 1e6) and trace.gpu == 0
+    self_us = {name: (calls, round(seconds * 1e6, 6)) for (_, name), (calls, seconds) in trace.operators.items()}
+    assert self_us == {"aten::linear": (1, 20), "aten::t": (1, 10), "aten::addmm": (1, 70), "aten::copy_": (2, 50),
+                       "aten::add_": (1, 40), "aten::fill_": (1, 10), "aten::mm": (2, 0),
+                       "autograd::engine::evaluate_function: AddmmBackward0": (1, 40)}
+    # So the shares of the CPU operator time add up to 100 %, not 100 % for aten::linear plus 70 % for its addmm.
+    shares = {op["name"]: op["share"] for op in summary([trace])["top"]["CPU"]}
+    assert sum(shares.values()) == pytest.approx(100)
+    assert shares["aten::addmm"] == pytest.approx(100 * 70 / 240, abs=0.1)
 
 
 def test_overall_framework_metrics_gives_the_operator_split_per_node_and_overall(real_trace):
@@ -127,8 +132,8 @@ def test_overall_framework_metrics_gives_the_operator_split_per_node_and_overall
     assert not finding.triggered
     for node in ("algo-1", "all"):
         ops = finding.stats[node]["operators"]
-        assert (ops["cpu_share"], ops["gpu_share"], ops["traces"]) == (100.0, 0.0, 1)
-        assert "aten::linear" in {op["name"] for op in ops["top"]["CPU"]}
+        assert (ops["shares"], ops["traces"]) == ({"CPU": 100.0, "GPU": 0.0}, 1)
+        assert "aten::addmm" in {op["name"] for op in ops["top"]["CPU"]}
     assert "operators (1 detailed trace(s)): CPU 100%, GPU 0% of " in finding.details
     assert "calls)" in finding.details and "aten::" in finding.details
 

@@ -1,18 +1,25 @@
 """The reader over files written as contract 3 says (steps, phases, dataloader events from the training
-processes and their workers), and the report's HTML from a synthetic 2-node job (no job needed)."""
+processes and their workers), and the report's HTML from a synthetic 2-node job (no job needed): the
+job's own rule settings and the limits they draw, shares that add up to 100 and agree between the
+rules' findings and the charts, nice ticks, one offline file."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import shutil
 from collections import defaultdict
 from types import SimpleNamespace
 
+import pytest
+
 from shipyard.contract.profiler import system_file
 from shipyard.profiler import ProfilerRule, rule_configs
+from shipyard.rules.profiler import charts
 from shipyard.rules.profiler.data import ProfilerReader
+from shipyard.rules.profiler.profiler_report import SUB_RULES
 from shipyard.rules.profiler.report import render
 from shipyard.spec.job import JobSpec
 from shipyard.spec.profiler import ProfilerConfig
@@ -118,18 +125,57 @@ def test_reader_reads_steps_phases_and_dataloader_events_of_every_node_and_rank(
     assert data.first_timestamp == T0 and len({r["Name"] for r in data.system if r["Type"] == "cpu"}) == 4
 
 
-def report(tmp_path, statuses=(), detailed=True, **spec_fields) -> str:
+# ProfilerReport with some of its sub-rules' parameters set, and a StepOutlier of the job's own.
+PROFILER_REPORT = ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={
+    "StepOutlier_n_outliers": 0, "LowGPUUtilization_patience": 10, "LoadBalancing_patience": 10})
+OWN_OUTLIERS = ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"stddev": 5})
+
+
+def report(tmp_path, statuses=(), detailed=True, rules=(PROFILER_REPORT, OWN_OUTLIERS), **spec_fields) -> str:
     write_two_node_job(tmp_path)
     if not detailed:
         shutil.rmtree(tmp_path / "framework" / "pytorch")
     data = ProfilerReader(str(tmp_path)).read()
-    rule = ProfilerRule.sagemaker(rule_configs.ProfilerReport(), rule_parameters={
-        "StepOutlier_n_outliers": 0, "LowGPUUtilization_patience": 10, "LoadBalancing_patience": 10})
-    spec = JobSpec(job_name="two-nodes", output_path="/tmp/out", profiler_config=ProfilerConfig(), rules=(rule,),
+    spec = JobSpec(job_name="two-nodes", output_path="/tmp/out", profiler_config=ProfilerConfig(), rules=tuple(rules),
                    **(spec_fields or {"instance_count": 2}))
     record = SimpleNamespace(status="Completed", terminal=True, creation_time=T0 - 30, training_start_time=T0 - 30,
                              training_end_time=T0 + 2 + STEPS * STEP_SECONDS + 20)
     return render(spec, record, data, list(statuses))
+
+
+def rule_rows(html: str) -> list[tuple[str, str, str]]:
+    """(rule, where it comes from, status) of each row of the rules table."""
+    table = html[html.index('<table class="rules">'):]
+    table = table[:table.index("</table>")]
+    return re.findall(r'<tr><td>(\w+)<br><small>([^<]*)</small></td>\n<td><span class="status (\w+)">', table)
+
+
+def svgs(html: str) -> list[str]:
+    return re.findall(r"<svg .*?</svg>", html, re.S)
+
+
+def texts(svg: str) -> list[str]:
+    """The texts a chart draws (as paths, each with its text in a comment)."""
+    return re.findall(r"<!-- (.*?) -->", svg)
+
+
+def ticks(svg: str) -> dict[str, list[str]]:
+    """A chart's tick labels, per axis."""
+    out = {"x": [], "y": []}
+    for axis, label in re.findall(r'id="c\d+-([xy])tick_\d+">.*?<!-- (.*?) -->', svg, re.S):
+        out[axis].append(label)
+    return out
+
+
+def assert_nice(labels: list[str]) -> None:
+    """Evenly spaced by 1, 2 or 5 × 10^k, each label with no more decimals than that spacing needs."""
+    values = [float(label) for label in labels]
+    assert len(values) >= 2, labels
+    step = values[1] - values[0]
+    assert all(math.isclose(b - a, step, rel_tol=1e-6) for a, b in zip(values, values[1:])), labels
+    exponent = math.floor(math.log10(step) + 1e-9)
+    assert round(step / 10 ** exponent, 6) in (1, 2, 5), labels
+    assert all(len(label.partition(".")[2]) <= max(0, -exponent) for label in labels), labels
 
 
 def test_report_sections_rules_table_and_charts(tmp_path):
@@ -139,29 +185,115 @@ def test_report_sections_rules_table_and_charts(tmp_path):
     # per node: utilisation, steps, step histogram, dataloading histogram; algo-1: wait vs compute (algo-2 too);
     # steps vs others, step phases, CPU vs GPU operators
     assert html.count("<svg") == 2 * 5 + 3
-    rules_table = html[html.index('<h2 id="rules">'):html.index("MyOutliers")]
-    rows = re.findall(r"<tr><td>(\w+)</td><td><span class=\"(\w+)\">", rules_table)
-    assert len(rows) == 11 and dict(rows)["Dataloader"] == "IssuesFound" and dict(rows)["OverallFrameworkMetrics"] == \
-        "NoIssuesFound"
+    rows = rule_rows(html)
+    # The 11 rules ProfilerReport runs and the job's own StepOutlier.
+    assert len(rows) == 12 and sum(where == "in job rule ProfilerReport" for _, where, _ in rows) == 11
+    status = {rule: s for rule, where, s in rows if where == "in job rule ProfilerReport"}
+    assert status["Dataloader"] == "IssuesFound" and status["OverallFrameworkMetrics"] == "NoIssuesFound"
     # sorted by trigger count: algo-2 gpu1 against the 3 other GPUs, step 120 on both ranks of algo-2, ...
-    assert [r for r, status in rows if status == "IssuesFound"] == ["LoadBalancing", "StepOutlier", "LowGPUUtilization",
-                                                                    "Dataloader"]
+    assert [r for r, _, s in rows if s == "IssuesFound"] == ["LoadBalancing", "StepOutlier", "LowGPUUtilization",
+                                                             "Dataloader"]
     assert "algo-2: median 2 parallel dataloader processes for 4 cores (num_workers=0, pin_memory=False)" in html
-    assert "raise the DataLoader&#x27;s num_workers" in html  # each rule's recommendation
+    assert "raise the DataLoader&#39;s num_workers" in html  # each rule's recommendation
     assert "algo-1 gpu0 and algo-2 gpu1 differ" in html  # LoadBalancing across nodes
-    assert re.search(r"2 outliers above [\d.]+s \(mean [\d.]+s\): step 120 \(2.3\d\ds\), step 120", html)
-    assert "No outliers above" in html  # algo-1
-    assert "Forward" in html and "Backward(post-forward)" in html and "rest of the step" in html
+    assert re.search(r"ProfilerReport/StepOutlier \(stddev 3\): 2 outliers above [\d.]+s \(mean [\d.]+s\): "
+                     r"step 120 \(2.3\d\ds\), step 120", html)
+    assert "StepOutlier (stddev 5): 2 outliers above" in html
+    assert "ProfilerReport/StepOutlier (stddev 3): no outliers above" in html  # algo-1
     assert "MyOutliers" in html and "x &lt;y&gt;" in html  # the job's own statuses, escaped
-    assert "initialization / training loop / finalization" in html
     # Per node 2 ranks' traces: 4 ms of top-level CPU operators (aten::linear), 8 ms on the GPU.
-    assert "operators (4 detailed trace(s)): CPU 33%, GPU 67% of 24.0ms" in html
+    assert "operators (4 detailed trace(s)): CPU 33%, GPU 67% of 24ms" in html
     operators = html[html.index('<h3 id="operators">'):html.index('<h2 id="steps">')]
     assert "CPU vs GPU operator time" in operators
     assert operators.count("top CPU operators (2 trace(s))") == operators.count("top GPU operators (2 trace(s))") == 2
-    assert "<tr><td>aten::linear</td><td>2</td><td>4.00</td><td>100.0</td></tr>" in operators
-    assert "<tr><td>aten::addmm</td><td>2</td><td>2.00</td><td>50.0</td></tr>" in operators
-    assert "<tr><td>volta_sgemm_128x64_nn</td><td>2</td><td>6.00</td><td>75.0</td></tr>" in operators
+    # Self times: aten::linear's 2 ms less its aten::addmm's 1 ms, per rank.
+    assert "<tr><td>aten::linear</td><td>2</td><td>2.000</td><td>50.0</td></tr>" in operators
+    assert "<tr><td>aten::addmm</td><td>2</td><td>2.000</td><td>50.0</td></tr>" in operators
+    assert "<tr><td>volta_sgemm_128x64_nn</td><td>2</td><td>6.000</td><td>75.0</td></tr>" in operators
+
+
+def test_the_jobs_own_rule_settings_are_shown_and_drawn(tmp_path):
+    """StepOutlier(stddev=5) on the job: its row names it and its parameter (set on the job: bold), the
+    step charts draw its limit, mean + 5 std of the node's steps; without a ProfilerReport rule the other
+    rules run at their defaults and no default StepOutlier is drawn besides the job's."""
+    html = report(tmp_path, rules=(OWN_OUTLIERS,))
+    rows = rule_rows(html)
+    assert ("StepOutlier", "job rule StepOutlier", "NoIssuesFound") in rows  # 2 outliers, n_outliers 10
+    defaults = {r for r, where, _ in rows if where.startswith("default")}
+    assert len(rows) == len(SUB_RULES) and defaults == set(SUB_RULES) - {"StepOutlier"}
+    row = html[html.index("job rule StepOutlier"):].replace("<wbr>", "")
+    row = row[:row.index("</tr>")]
+    assert "<li><b>stddev=5</b></li>" in row and "<li>n_outliers=10</li>" in row and "stddev=3" not in html
+    data = ProfilerReader(str(tmp_path)).read()
+    step_charts = [svg for svg in svgs(html) if "step durations" in svg.split(">", 1)[0]]
+    assert len(step_charts) == 2
+    for node, svg in zip(NODES, step_charts):
+        durations = [s.duration for s in data.step_durations(node, "TRAIN")]
+        mean = sum(durations) / len(durations)
+        limit = mean + 5 * math.sqrt(sum((d - mean) ** 2 for d in durations) / len(durations))
+        [legend] = [t for t in texts(svg) if "std" in t]
+        assert legend == f"StepOutlier: mean + 5 std = {limit:.3g} s", node
+    assert "outlier" in texts(step_charts[1]) and "outlier" not in texts(step_charts[0])  # algo-2's step 120
+
+
+def test_the_step_outlier_limit_of_profiler_report_is_drawn_too(tmp_path):
+    html = report(tmp_path)
+    [algo_2] = [svg for svg in svgs(html) if 'aria-label="algo-2 step durations (TRAIN)"' in svg]
+    legends = [t for t in texts(algo_2) if "std" in t]
+    assert [legend.split(" = ")[0] for legend in legends] == ["StepOutlier: mean + 5 std",
+                                                              "ProfilerReport/StepOutlier: mean + 3 std"]
+
+
+def test_shares_add_up_to_100_and_the_charts_draw_the_rules_numbers(tmp_path, monkeypatch):
+    drawn = {}
+    share_bars = charts.share_bars
+    monkeypatch.setattr(charts, "share_bars", lambda title, rows: drawn.setdefault(title, rows) and
+                        share_bars(title, rows))
+    html = report(tmp_path)
+    # The job's duration: initialization, training loop and finalization.
+    [shares] = re.findall(r"<tr><td>initialization / training loop / finalization</td>"
+                          r"<td>(\d+)% / (\d+)% / (\d+)%</td>", html)
+    assert sum(map(int, shares)) == 100
+    # Every bar chart's rows add up to 100; "all nodes" is what OverallFrameworkMetrics' finding says.
+    assert set(drawn) == {"steps vs others", "step time", "CPU vs GPU operators"}
+    assert all(sum(row.values()) == 100 for rows in drawn.values() for row in rows.values())
+    assert all(list(rows) == ["algo-1", "algo-2", "all nodes"] for rows in drawn.values())
+    [finding] = re.findall(r"<td>(\d+ steps, [\d.]+s of step time .*?)</td>", html)
+    said = [part.rsplit(" ", 1) for part in finding.split("; step time: ")[1].split(";")[0].split(", ")]
+    assert {name: float(share.rstrip("%")) for name, share in said} == drawn["step time"]["all nodes"]
+    assert "CPU 33%, GPU 67%" in finding
+    assert drawn["CPU vs GPU operators"]["all nodes"] == {"CPU": 33, "GPU": 67}
+    # And the chart writes those numbers on its bars.
+    [parts_chart] = [svg for svg in svgs(html) if 'aria-label="step time"' in svg]
+    assert {f"{v:.0f}%" for v in drawn["step time"]["all nodes"].values() if v >= charts.LABELLED} <= \
+        set(texts(parts_chart))
+
+
+def test_charts_have_nice_ticks_whole_step_numbers_and_units(tmp_path):
+    html = report(tmp_path)
+    for svg in svgs(html):
+        title = re.search(r'aria-label="([^"]*)"', svg).group(1)
+        labels = ticks(svg)
+        for axis in ("x", "y"):
+            if not (title in ("steps vs others", "step time", "CPU vs GPU operators") and axis == "y"):  # node names
+                assert_nice(labels[axis])
+        if "step" in texts(svg):  # an x axis of step numbers
+            assert all("." not in label for label in labels["x"]), title
+    utilisation = [svg for svg in svgs(html) if "utilisation" in svg.split(">", 1)[0]]
+    assert all(ticks(svg)["y"] == ["0", "20", "40", "60", "80", "100"] and "utilisation (%)" in texts(svg)
+               for svg in utilisation)
+    assert "<tr><td>Network</td><td>MB/s</td><td>1.04</td>" in html  # 1e6 + 4e4 bytes/s at most
+
+
+@pytest.mark.parametrize("labels", [["0", "1.38", "2.75"], ["0.00", "0.25", "0.50"], ["0.0", "2.0", "4.0"], ["3"]])
+def test_ticks_users_saw_are_not_nice(labels):
+    with pytest.raises(AssertionError):
+        assert_nice(labels)
+
+
+@pytest.mark.parametrize("labels", [["0.0", "0.5", "1.0"], ["1", "1.5", "2"], ["0", "200", "400"], ["0.060", "0.065"]])
+def test_nice_ticks(labels):
+    assert_nice(labels)
 
 
 def test_report_without_detailed_traces_says_so(tmp_path):
@@ -170,12 +302,21 @@ def test_report_without_detailed_traces_says_so(tmp_path):
     assert "operator time" not in html and html.count("<svg") == 2 * 5 + 2
 
 
-def test_report_is_one_offline_file(tmp_path):
-    html = report(tmp_path).replace('xmlns="http://www.w3.org/2000/svg"', "")
+def test_report_is_one_offline_file_with_unique_ids(tmp_path):
+    html = report(tmp_path)
     assert html.startswith("<!DOCTYPE html>")
-    for fetching in ("http:", "https:", "//", "<script", "<link", "<img", "<iframe", "src=", "href=", "url(",
-                     "@import"):
+    # Charts refer only to their own parts, by fragment.
+    assert set(re.findall(r"url\(#?|href=\"#?", html)) == {"url(#", 'href="#'}
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert len(ids) == len(set(ids))
+    html = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    for fetching in ("http:", "https:", "//", "<script", "<link", "<img", "<iframe", "src=", "@import"):
         assert fetching not in html, fetching
+
+
+def test_job_text_is_escaped(tmp_path):
+    html = report(tmp_path, [{"rule": "Mine<b>", "status": "Error", "details": "<script>alert(1)</script>"}])
+    assert "Mine&lt;b&gt;" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script" not in html
 
 
 def test_report_shows_each_hosts_instance_group(tmp_path):

@@ -1,14 +1,16 @@
 """The report in a real browser (Debian's Chromium through Playwright): a synthetic 2-node job's report
-opens with no console errors and no requests beyond the file itself, every section is there and its
-charts render with a size; a screenshot is left in the test's tmp_path to look at."""
+opens with no console errors and no requests beyond the file itself, every section is there, its charts
+render with a size and nice ticks, the job's own rule shows with its parameter and its limit, and the
+shares shown add up to 100; a screenshot is left in the test's tmp_path to look at."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
-from tests.profiler.test_report import report
+from tests.profiler.test_report import assert_nice, report
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -16,6 +18,18 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 SECTIONS = ["Training job summary", "Rules summary", "System usage", "Framework metrics summary", "Step durations",
             "Data loading"]
 CHARTS = 13  # see test_report.test_report_sections_rules_table_and_charts
+BARS = ("steps vs others", "step time", "CPU vs GPU operators")  # their y axes name the nodes
+# What each chart draws as text: matplotlib draws text as paths, with the text in a comment beside them.
+CHART_TEXTS = """() => [...document.querySelectorAll("svg.chart")].map(svg => {
+  const texts = {title: svg.getAttribute("aria-label"), x: [], y: [], all: []};
+  const walker = document.createTreeWalker(svg, NodeFilter.SHOW_COMMENT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent.trim(), tick = node.parentElement.closest('g[id*="tick_"]');
+    texts.all.push(text);
+    if (tick) texts[/xtick_/.test(tick.id) ? "x" : "y"].push(text);
+  }
+  return texts;
+})"""
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (scripts/setup.sh installs it)")
@@ -38,12 +52,26 @@ def test_report_renders_in_chromium(tmp_path):
             assert page.locator("h2").all_inner_texts() == SECTIONS
             boxes = [svg.bounding_box() for svg in page.locator("svg.chart").all()]
             assert len(boxes) == CHARTS
-            assert all(box and box["width"] >= 700 and box["height"] >= 40 for box in boxes), boxes
-            # Every chart draws something: lines, points, bars.
-            for svg in page.locator("svg.chart").all():
-                assert svg.locator("polyline, circle, rect[fill]:not([fill='none'])").count() > 0
-            rules = page.locator("#rules + table tr")
-            assert rules.count() == 12  # a header and the 11 rules ProfilerReport runs
+            assert all(box and 700 <= box["width"] <= 1100 and box["height"] >= 100 for box in boxes), boxes
+            for svg in page.locator("svg.chart").all():  # every chart draws something: lines, points, bars
+                assert svg.locator("path, use").count() > 10
+            # The rules table fits the page: a header, the 11 rules ProfilerReport runs, the job's own StepOutlier.
+            rules = page.locator("table.rules")
+            assert rules.locator("tr").count() == 13 and rules.bounding_box()["width"] <= 1100
+            own = rules.locator("tr", has_text="job rule StepOutlier")
+            assert own.locator("b").all_inner_texts() == ["stddev=5"]  # set on the job; the others are defaults
+            assert "n_outliers=10" in own.inner_text()
+            # Shares shown add up to 100.
+            shares = page.locator("tr", has_text="initialization / training loop / finalization").locator("td").nth(1)
+            assert sum(int(s) for s in re.findall(r"(\d+)%", shares.inner_text())) == 100
+            charts = page.evaluate(CHART_TEXTS)
+            for chart in charts:  # nice ticks, no more decimals than needed
+                assert_nice(chart["x"])
+                if chart["title"] not in BARS:
+                    assert_nice(chart["y"])
+            [algo_2] = [c for c in charts if c["title"] == "algo-2 step durations (TRAIN)"]
+            assert any(t.startswith("StepOutlier: mean + 5 std = ") for t in algo_2["all"])  # the job's limit
+            assert all(not re.search(r"\.\d", label) for label in algo_2["x"])  # step numbers
             # The top CPU and GPU operators of each node, the kernel names wrapped within the page.
             operators = page.locator("table.operators").all()
             assert len(operators) == 4 and all(t.locator("tr").count() >= 2 for t in operators)

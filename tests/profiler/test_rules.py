@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from shipyard.rules.profiler.base import percentages
 from shipyard.rules.profiler.data import FrameworkEvent, ProfilerData, StepEvent
 from shipyard.spec.rule_parameters import parse_parameters
 from shipyard.spec.rules import rule_module
@@ -111,7 +114,8 @@ def test_overall_system_usage_never_fires_and_averages_cores():
     finding = evaluate("OverallSystemUsage", ProfilerData(system=system(10, cpus=(100, 0), memory=40)))
     assert not finding.triggered
     usage = finding.stats["algo-1"]
-    assert usage["CPU"]["p50"] == 50 and usage["CPU memory"]["max"] == 40 and usage["Network"]["min"] == 100
+    assert usage["CPU"]["p50"] == 50 and usage["CPU memory"]["max"] == 40
+    assert usage["Network"]["min"] == pytest.approx(100e-6)  # 100 bytes/s, in MB/s
 
 
 # -- MaxInitializationTime -------------------------------------------------------------------------------
@@ -240,9 +244,15 @@ def test_overall_framework_metrics_splits_the_step_time_and_never_fires():
         "Forward": 0.2, "Backward(post-forward)": 0.5, "Optimizer": 0.1}
     assert round(total["dataloader_wait"], 3) == 0.2
     assert round(total["general"]["Backward(post-forward)"], 1) == 50.0
-    assert "Forward 25%, Backward(post-forward) 62%, Optimizer 13%" in finding.details
-    assert "dataloader wait 13% of the step time" in finding.details  # 0.2 s of 1.5 s
+    # The step time's parts: the phases, the dataloader wait and the rest (the EVAL step, 0.5 s), in whole %
+    # that add up to 100, as the finding says them and the report draws them.
+    parts = total["step_parts"]
+    assert list(parts) == ["Forward", "Backward(post-forward)", "Optimizer", "dataloader wait", "rest of the step"]
+    assert sum(parts.values()) == 100 and all(share == int(share) for share in parts.values())
+    assert parts["Optimizer"] == 7 and parts["Forward"] in (13, 14) and parts["Backward(post-forward)"] in (33, 34)
+    assert "step time: " + ", ".join(f"{name} {share:.0f}%" for name, share in parts.items()) in finding.details
     assert finding.details.startswith("11 steps, 1.5s of step time on 1 node(s)")
+    assert total["modes"] == {"TRAIN steps": 18, "EVAL steps": 9, "others": 73}  # of 5.5 s: 1 s, 0.5 s, 4 s
     short = evaluate("OverallFrameworkMetrics", ProfilerData(steps=steps([0.003] * 12)))
     assert short.details.startswith("12 steps, 0.036s of step time")  # not 0.0s
 
@@ -317,3 +327,16 @@ def test_step_outlier_separates_train_and_eval_steps():
     assert not evaluate("StepOutlier", data, n_outliers=0).triggered
     assert evaluate("StepOutlier", ProfilerData(steps=steps([0.1] * 149 + [1.0])), n_outliers=0).triggered
     assert evaluate("StepOutlier", data, n_outliers=0, mode="EVAL").datapoints == 150
+
+
+# -- Shares --------------------------------------------------------------------------------------------------
+def test_percentages_add_up_to_100_where_rounding_each_would_not():
+    assert percentages({"a": 1, "b": 1, "c": 1}) == {"a": 34, "b": 33, "c": 33}  # not 33 + 33 + 33
+    assert percentages({"a": 1, "b": 1, "c": 1}, decimals=1) == {"a": 33.4, "b": 33.3, "c": 33.3}
+    assert sorted(percentages({"x": 0.5, "y": 0.5, "z": 99}).values()) == [0, 1, 99]  # not 1 + 1 + 99
+    rng = random.Random(1)
+    for _ in range(100):
+        parts = {str(i): rng.uniform(0, 10) for i in range(rng.randint(1, 12))}
+        assert sum(percentages(parts).values()) == 100
+        assert round(sum(percentages(parts, decimals=1).values()), 6) == 100
+    assert percentages({"a": 0.0, "b": -1.0}) == {} and percentages({"a": 2.0, "b": -1.0}) == {"a": 100, "b": 0}

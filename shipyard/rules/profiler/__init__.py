@@ -2,4 +2,4 @@
 declares PARAMETERS (SageMaker's names and defaults), DESCRIPTION and RECOMMENDATION (the report's
 rules table), and `evaluate(data, params, now, final) -> Finding` over everything collected so far.
 Also here: data.py and operators.py (reading what the instances recorded), watcher.py (rules beside a
-job), report.py and charts.py (the HTML profiling report)."""
+job), report.py, charts.py and templates/ (the HTML profiling report)."""

@@ -1,5 +1,5 @@
 """What every profiler rule shares: the Finding it returns, the scan interval parameter, the condition
-message SageMaker writes, and statistics helpers."""
+message SageMaker writes, and statistics helpers (percentages that add up to 100 among them)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,20 @@ def summary(values) -> dict[str, float]:
         return {}
     return {"max": float(max(values)), "p99": percentile(values, 99), "p95": percentile(values, 95),
             "p50": percentile(values, 50), "min": float(min(values))}
+
+
+def percentages(parts: dict[str, float], decimals: int = 0) -> dict[str, float]:
+    """Each part's share of their sum in %, rounded to `decimals` so that the shares shown add up to exactly
+    100 (largest remainder: the units lost to rounding go to the parts that lost most); {} when the sum is 0."""
+    parts = {name: max(value, 0.0) for name, value in parts.items()}
+    total, unit = sum(parts.values()), 10 ** decimals
+    if total <= 0:
+        return {}
+    exact = {name: 100 * unit * value / total for name, value in parts.items()}
+    shares = {name: int(value) for name, value in exact.items()}
+    for name in sorted(exact, key=lambda n: shares[n] - exact[n])[:100 * unit - sum(shares.values())]:
+        shares[name] += 1
+    return {name: share / unit for name, share in shares.items()}
 
 
 def bottlenecks(data, gpu_threshold: float, busy) -> tuple[int, int]:

@@ -1,142 +1,135 @@
-"""Inline SVG charts for the profiling report: no scripts, no network, so the report opens offline."""
+"""The profiling report's charts, drawn by matplotlib (a Figure and its own SVG canvas: no pyplot, no global
+state) and returned as inline SVG. Text is drawn as paths, so the page needs no font and opens offline;
+each text keeps its words in an XML comment beside its paths. Axes get nice ticks (1, 2 or 5 × 10^k,
+whole numbers for steps and counts) labelled with no more decimals than their spacing needs, and no
+offset or scientific notation."""
 
 from __future__ import annotations
 
+import io
+import itertools
+import re
 from html import escape
 
-WIDTH, HEIGHT, PAD, TOP = 720, 230, 56, 30  # TOP: room for the legend above the plot area
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+WIDTH = 9.0  # inches: 648 pt, 864 CSS px
+HEIGHT = 2.6
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 OUTLIER = "#d62728"
-TICKS = 4  # intervals between the axis labels
+NICE = (1, 2, 5, 10)
+LABELLED = 5  # % a bar segment needs for its share to be written on it
+LEGEND_ROW, LEGEND_HANDLE = 110, 6  # characters of legend labels a row holds; what each entry's marker takes
+# matplotlib names the parts of every figure alike (axes_1, clip paths, glyphs): a prefix per chart keeps
+# ids unique in the page, so one chart's references cannot resolve to another's definitions.
+_charts = itertools.count()
 
 
-def _scale(lo: float, hi: float, a: float, b: float):
-    span = (hi - lo) or 1.0
-    return lambda v: a + (v - lo) / span * (b - a)
+def _axes(x_label: str, y_label: str, height: float = HEIGHT, whole_x: bool = False, whole_y: bool = False):
+    figure = Figure(figsize=(WIDTH, height), layout="constrained")
+    axes = figure.add_subplot()
+    for axis, whole in ((axes.xaxis, whole_x), (axes.yaxis, whole_y)):
+        axis.set_major_locator(MaxNLocator(nbins="auto", steps=NICE, integer=whole))
+        formatter = ScalarFormatter(useOffset=False)
+        formatter.set_scientific(False)
+        axis.set_major_formatter(formatter)
+    axes.grid(color="#e5e5e5")
+    axes.set_axisbelow(True)
+    axes.spines[["top", "right"]].set_visible(False)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    return figure, axes
 
 
-def _label(v: float) -> str:
-    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+def _legend(figure: Figure) -> None:
+    """Above the plot: in one row where the labels fit, else in as many columns as the longest allows."""
+    labels = [label for axes in figure.axes for label in axes.get_legend_handles_labels()[1]]
+    width = max(len(label) for label in labels) + LEGEND_HANDLE
+    columns = len(labels) if sum(len(label) + LEGEND_HANDLE for label in labels) <= LEGEND_ROW else LEGEND_ROW // width
+    figure.legend(loc="outside upper left", ncols=max(1, columns), frameon=False)
 
 
-def _x_tick(x_range, i: int, whole: bool) -> float:
-    value = x_range[0] + i * (x_range[1] - x_range[0]) / TICKS
-    return round(value) if whole else value
+def _svg(figure: Figure, title: str) -> str:
+    out = io.StringIO()
+    figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = out.getvalue()
+    svg = svg[svg.index("<svg"):]  # the XML prolog and DOCTYPE are a standalone file's
+    svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")  # HTML knows xlink:href without it
+    svg = re.sub(r'(id="|href="#|url\(#)', rf"\g<1>c{next(_charts)}-", svg)
+    opening = svg.index(">") + 1
+    return (svg[:opening].replace("<svg ", f'<svg class="chart" role="img" aria-label="{escape(title)}" ', 1)
+            + f"<title>{escape(title)}</title>" + svg[opening:])
 
 
-def _frame(title: str, body: list[str], x_label: str, y_label: str, x_range, y_range, legend=()) -> str:
-    """Axes with TICKS + 1 labels each and light grid lines, the legend in a row above the plot area."""
-    bottom, right = HEIGHT - PAD, WIDTH - PAD
-    whole = all(isinstance(v, int) for v in x_range)  # step numbers: no fractional ticks
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" class="chart" role="img">',
-             f"<title>{escape(title)}</title>"]
-    for i in range(TICKS + 1):
-        y = bottom - i * (bottom - TOP) / TICKS
-        x = PAD + i * (right - PAD) / TICKS
-        parts.append(f'<line x1="{PAD}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-                     f'<text x="{PAD - 4}" y="{y + 3:.1f}" font-size="10" text-anchor="end">'
-                     f"{_label(y_range[0] + i * (y_range[1] - y_range[0]) / TICKS)}</text>"
-                     f'<text x="{x:.1f}" y="{bottom + 14}" font-size="10" text-anchor="middle">'
-                     f"{_label(_x_tick(x_range, i, whole))}</text>")
-    parts += [f'<rect x="{PAD}" y="{TOP}" width="{right - PAD}" height="{bottom - TOP}" fill="none" stroke="#999"/>',
-              f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle" font-size="11">{escape(x_label)}</text>',
-              f'<text x="11" y="{(TOP + bottom) / 2}" font-size="11" transform="rotate(-90 11 {(TOP + bottom) / 2})" '
-              f'text-anchor="middle">{escape(y_label)}</text>', *body]
-    for i, (name, colour) in enumerate(legend):
-        parts.append(f'<rect x="{PAD + i * 140}" y="8" width="10" height="10" fill="{colour}"/>'
-                     f'<text x="{PAD + 14 + i * 140}" y="17" font-size="11">{escape(name)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+def _no_data(title: str, what: str = "no data") -> str:
+    return f"<p>{escape(title)}: {what}</p>"
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str, y_max: float | None = None,
-               x_label: str = "seconds", from_zero: bool = True) -> str:
-    """Lines over x (by default time: seconds since the first point of any series)."""
+               x_label: str = "seconds since the first sample", from_zero: bool = True,
+               whole_x: bool = False) -> str:
+    """Lines over x: by default time, in seconds since the first point of any series."""
     points = [p for values in series.values() for p in values]
     if not points:
-        return f"<p>{escape(title)}: no data</p>"
-    t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
-    shown = (0, round(t1 - t0, 1)) if from_zero else (t0, t1)
-    top = y_max if y_max is not None else max(p[1] for p in points) or 1.0
-    x, y = _scale(0, t1 - t0, PAD, WIDTH - PAD), _scale(0, top, HEIGHT - PAD, TOP)
-    body, legend = [], []
-    for i, (name, values) in enumerate(series.items()):
-        colour = COLOURS[i % len(COLOURS)]
-        coords = " ".join(f"{x(t - t0):.1f},{y(min(v, top)):.1f}" for t, v in values)
-        body.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{coords}"/>')
-        legend.append((name, colour))
-    return _frame(title, body, x_label, y_label, shown, (0, round(top, 3)), legend)
+        return _no_data(title)
+    t0 = min(t for t, _ in points) if from_zero else 0.0
+    figure, axes = _axes(x_label, y_label, whole_x=whole_x)
+    for colour, (name, values) in zip(itertools.cycle(COLOURS), series.items()):
+        axes.plot([t - t0 for t, _ in values], [v for _, v in values], color=colour, linewidth=1.2, label=name)
+    axes.set_ylim(0, y_max)
+    axes.margins(x=0)
+    _legend(figure)
+    return _svg(figure, title)
 
 
-def step_chart(title: str, steps: list[tuple[int, float]], limit: float | None) -> str:
-    """Each step's duration by step number; those above `limit` (the outliers) in red."""
+def step_chart(title: str, steps: list[tuple[int, float]], limits: list[tuple[str, float]]) -> str:
+    """Each step's duration by step number, with the outlier limits (label, seconds) of the StepOutlier rules
+    as dashed lines; steps above the lowest limit (outliers) in red."""
     if not steps:
-        return f"<p>{escape(title)}: no steps recorded</p>"
-    n0, n1 = min(s for s, _ in steps), max(s for s, _ in steps)
-    top = max(d for _, d in steps) * 1.05 or 1.0
-    x, y = _scale(n0, n1, PAD, WIDTH - PAD), _scale(0, top, HEIGHT - PAD, TOP)
-    body = []
-    for step, duration in steps:
-        colour = OUTLIER if limit is not None and duration > limit else COLOURS[0]
-        body.append(f'<circle cx="{x(step):.1f}" cy="{y(duration):.1f}" r="2.2" fill="{colour}">'
-                    f"<title>step {step}: {duration:.4f}s</title></circle>")
-    if limit is not None:
-        body.append(f'<line x1="{PAD}" x2="{WIDTH - PAD}" y1="{y(min(limit, top)):.1f}" y2="{y(min(limit, top)):.1f}" '
-                    f'stroke="{OUTLIER}" stroke-dasharray="4 3"/>')
-    return _frame(title, body, "step", "seconds", (n0, n1), (0, round(top, 3)),
-                  [("step", COLOURS[0]), ("outlier", OUTLIER)])
+        return _no_data(title, "no steps recorded")
+    lowest = min((limit for _, limit in limits), default=None)
+    outlier = [lowest is not None and duration > lowest for _, duration in steps]
+    figure, axes = _axes("step", "seconds", whole_x=True)
+    for flag, colour, label in ((False, COLOURS[0], "step"), (True, OUTLIER, "outlier")):
+        chosen = [s for s, o in zip(steps, outlier) if o == flag]
+        if chosen:
+            axes.scatter([s for s, _ in chosen], [d for _, d in chosen], s=6, color=colour, label=label)
+    for (label, limit), colour in zip(limits, itertools.cycle(COLOURS[1:])):
+        axes.axhline(limit, color=colour, linestyle="--", linewidth=1, label=label)
+    axes.set_ylim(0, None)
+    _legend(figure)
+    return _svg(figure, title)
 
 
-def histogram(title: str, values: list[float], bins: int = 30, x_label: str = "step duration (s)",
-              y_label: str = "steps") -> str:
+def histogram(title: str, values: list[float], x_label: str = "step duration (s)", y_label: str = "steps",
+              bins: int = 30) -> str:
     if not values:
-        return f"<p>{escape(title)}: no data</p>"
-    lo, hi = min(values), max(values)
-    if hi - lo < 1e-9:  # all equal: one bar in the middle rather than at the edge of an empty range
-        lo, hi = lo - max(abs(lo) * 0.05, 1e-3), hi + max(abs(hi) * 0.05, 1e-3)
-    width = (hi - lo) / bins
-    counts = [0] * bins
-    for v in values:
-        counts[min(int((v - lo) / width), bins - 1)] += 1
-    top = max(counts)
-    x, y = _scale(0, bins, PAD, WIDTH - PAD), _scale(0, top, HEIGHT - PAD, TOP)
-    body = [f'<rect x="{x(i):.1f}" y="{y(c):.1f}" width="{x(1) - x(0) - 1:.1f}" height="{HEIGHT - PAD - y(c):.1f}" '
-            f'fill="{COLOURS[0]}"><title>{lo + i * width:.4f}-{lo + (i + 1) * width:.4f}s: {c}</title></rect>'
-            for i, c in enumerate(counts)]
-    return _frame(title, body, x_label, y_label, (round(lo, 4), round(hi, 4)), (0, top))
+        return _no_data(title)
+    figure, axes = _axes(x_label, y_label, whole_y=True)
+    axes.hist(values, bins=bins, color=COLOURS[0], rwidth=0.9)
+    return _svg(figure, title)
 
 
-def share_bars(title: str, rows: dict[str, dict[str, float]], unit: str = "s") -> str:
-    """One horizontal bar per row (e.g. per node), split into its parts by their share of the row's total,
-    each part labelled with its % where it is wide enough; a legend names the parts."""
-    rows = {label: parts for label, parts in rows.items() if sum(parts.values()) > 0}
+def share_bars(title: str, rows: dict[str, dict[str, float]]) -> str:
+    """One horizontal bar per row (e.g. per node), split into its parts by their shares (% that add up to
+    100, as given), each share written on its part where it is wide enough; a legend names the parts."""
+    rows = {label: shares for label, shares in rows.items() if shares}
     if not rows:
-        return f"<p>{escape(title)}: no data</p>"
-    names = list(dict.fromkeys(name for parts in rows.values() for name in parts))
-    colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
-    label_width, bar, gap, legend_row = 110, 24, 10, 18
-    per_row = max(1, (WIDTH - 20) // 180)
-    height = 10 + len(rows) * (bar + gap) + legend_row * -(-len(names) // per_row) + 6
-    x = _scale(0, 100, label_width, WIDTH - 20)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" class="chart" role="img">',
-             f"<title>{escape(title)}</title>"]
-    for r, (label, values) in enumerate(rows.items()):
-        top, total, left = 10 + r * (bar + gap), sum(values.values()), 0.0
-        parts.append(f'<text x="{label_width - 6}" y="{top + bar / 2 + 4}" font-size="12" text-anchor="end">'
-                     f"{escape(label)}</text>")
-        for name, value in values.items():
-            share = 100 * value / total
-            a, b = x(left), x(left + share)
-            parts.append(f'<rect x="{a:.1f}" y="{top}" width="{max(b - a, 0):.1f}" height="{bar}" fill="{colour[name]}">'
-                         f"<title>{escape(label)} {escape(name)}: {value:.3f}{unit} ({share:.1f}%)</title></rect>")
-            if b - a > 34:
-                parts.append(f'<text x="{(a + b) / 2:.1f}" y="{top + bar / 2 + 4}" font-size="11" fill="#fff" '
-                             f'text-anchor="middle">{share:.0f}%</text>')
-            left += share
-    legend_top = 10 + len(rows) * (bar + gap)
-    for i, name in enumerate(names):
-        lx, ly = label_width + (i % per_row) * 180, legend_top + (i // per_row) * legend_row
-        parts.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{colour[name]}"/>'
-                     f'<text x="{lx + 14}" y="{ly + 9}" font-size="11">{escape(name)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+        return _no_data(title)
+    names = list(dict.fromkeys(name for shares in rows.values() for name in shares))
+    colour = dict(zip(names, itertools.cycle(COLOURS)))
+    figure, axes = _axes("% of the total", "", height=1.1 + 0.35 * len(rows))
+    labels = list(rows)[::-1]  # the first row on top
+    starts = {label: dict(zip(shares, itertools.accumulate([0.0, *shares.values()]))) for label, shares in rows.items()}
+    for name in names:
+        shares = [rows[label].get(name, 0.0) for label in labels]
+        bars = axes.barh(range(len(labels)), shares, left=[starts[label].get(name, 0.0) for label in labels],
+                         color=colour[name], label=name, height=0.6)
+        axes.bar_label(bars, labels=[f"{s:.0f}%" if s >= LABELLED else "" for s in shares], label_type="center",
+                       color="white", fontsize=9)
+    axes.set_yticks(range(len(labels)), labels)
+    axes.set_xlim(0, 100)
+    axes.grid(axis="y", visible=False)
+    _legend(figure)
+    return _svg(figure, title)

@@ -1,5 +1,6 @@
 """OverallSystemUsage: never fires; per node, max/p99/p95/p50/min of CPU (core sum / cores), CPU
-memory, GPU and GPU memory (sum / GPUs), I/O wait (sum / cores) and network (Algorithm traffic)."""
+memory, GPU and GPU memory (sum / GPUs), I/O wait (sum / cores) and network (Algorithm traffic, received
+and sent, in MB/s: the records' bytes/s are unreadable at a glance)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ METRICS = {
     ("gpu", "GPUUtilization"): ("GPU", True), ("gpu", "GPUMemoryUtilization"): ("GPU memory", True),
     ("memory", ""): ("CPU memory", False), ("network", "Algorithm"): ("Network", False),
 }
-UNITS = {"CPU": "%", "I/O wait": "%", "GPU": "%", "GPU memory": "%", "CPU memory": "%", "Network": "bytes/s"}
+UNITS = {"CPU": "%", "I/O wait": "%", "GPU": "%", "GPU memory": "%", "CPU memory": "%", "Network": "MB/s"}
+SCALE = {"Network": 1e-6}  # from the records' unit (bytes/s) to UNITS
 
 
 def usage(data) -> dict[str, dict[str, dict[str, float]]]:
@@ -34,7 +36,8 @@ def usage(data) -> dict[str, dict[str, dict[str, float]]]:
             for (_, _), (metric, averaged) in METRICS.items():
                 if sums.get(metric):
                     values = sums[metric]
-                    per_metric[metric].append(sum(values) / len(values) if averaged else sum(values))
+                    value = sum(values) / len(values) if averaged else sum(values)
+                    per_metric[metric].append(value * SCALE.get(metric, 1.0))
         out[node] = {metric: summary(values) for metric, values in per_metric.items()}
     return out
 

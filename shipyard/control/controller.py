@@ -730,7 +730,23 @@ class JobController:
             if instance.poll() is None:
                 instance.kill()
 
+    def _upload_progress(self, name: str):
+        """The artifact upload's progress as the job's events (the watch shows them as the agents'
+        transfers): at the start, every PROGRESS_SECONDS, and once done."""
+        from shipyard.storage.transfer import PROGRESS_SECONDS
+
+        last = 0.0
+
+        def report(done: int, total: int) -> None:
+            nonlocal last
+            if done in (0, total) or time.monotonic() - last >= PROGRESS_SECONDS:
+                last = time.monotonic()
+                self.store.add_event(self.name, "progress", f"upload {name} {done}/{total}")
+        return report
+
     def _upload(self) -> None:
+        from rich import filesize
+
         from shipyard.storage import archive, transfer
         from shipyard.storage import uri as uris
 
@@ -744,10 +760,10 @@ class JobController:
             tarball = staging / name
             files = archive.make_tarball(tarball, [d / subdir for d in ml_dirs])
             destination = uris.join(output, name)
-            transfer.upload_file(tarball, destination)
+            transfer.upload_file(tarball, destination, progress=self._upload_progress(name))
             uploaded[field] = destination
             self.store.add_event(self.name, "upload", f"{name}: {files} files, "
-                                 f"{tarball.stat().st_size} bytes to {destination}")
+                                 f"{filesize.decimal(tarball.stat().st_size)} to {destination}")
         self.store.update_job(self.name, **uploaded)
 
 

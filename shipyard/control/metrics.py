@@ -1,6 +1,7 @@
 """Metrics from log lines: each definition's regex is searched in every new complete line of every
-host's log; the first capture group, if it parses as a number, is a datapoint. Definitions that never
-match are reported at the end of the job rather than ignored."""
+host's log, without the rank label a host of several processes gives its lines (`algo-1[1] | `), so a
+regex anchored at `^` matches what the script printed; the first capture group, if it parses as a number,
+is a datapoint. Definitions that never match are reported at the end of the job rather than ignored."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+from shipyard.runtime.launchers.base import split_rank_label
 from shipyard.runtime.tail import FileTail
 from shipyard.spec.job import MetricDefinition
 
@@ -25,6 +27,7 @@ class LogScraper:
             return []
         now, rows = time.time(), []
         for line in self.tail.read():
+            _, line = split_rank_label(self.host, line)
             for name, pattern in self.patterns:
                 match = pattern.search(line)
                 if not match:

@@ -20,9 +20,11 @@ from shipyard.spec.job import JobSpec
 from shipyard.store.queue import CapacityQueue
 
 
-def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> None:
+def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> None:
     """Start `spec` as a new job. `pack(directory)` writes the job's sourcedir.tar.gz into `directory` and
-    returns its path; it is uploaded to the job's source URI. Without it, the code must already be there."""
+    returns its path; it is uploaded to the job's source URI, `progress(done, total)` told the bytes sent
+    as they go. Without it, the code must already be there."""
     if store.exists(spec.job_name):
         raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
     launches = plan_job(spec, store.job_dir(spec.job_name))
@@ -30,7 +32,7 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None) -> 
         from shipyard.storage import transfer
 
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
-            transfer.upload_file(pack(Path(tmp)), spec.source_uri)
+            transfer.upload_file(pack(Path(tmp)), spec.source_uri, progress)
     store.create_job(spec)
     _say_expected_cost(store, spec)
     try:

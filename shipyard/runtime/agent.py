@@ -39,6 +39,10 @@ _INHERITED_DIST_VARS = (
 )
 
 
+# What libraries of the training processes would otherwise print into the user's log: kineto's (torch.profiler's)
+# USDT/STAGE lines at every profiler start and stop (shipyard's detailed profiling starts one per range).
+# Its chatter ranks above its errors, so no lower level keeps those; the job's environment can set it back.
+QUIET_LIBRARIES = {"KINETO_LOG_LEVEL": "6"}
 # Optimizer steps after which an unread restored checkpoint is reported.
 RESUME_CHECK_STEPS = 3
 # The final checkpoint upload's limit; an interruption's SIGKILL may come sooner.
@@ -55,9 +59,6 @@ SIDECAR_POLL_SECONDS = 0.5
 # After the entry point succeeded, how long a sidecar may take to finish its work after SIGTERM (a
 # non-leader's parameter server waits for the master's script) before it is killed.
 SIDECAR_STOP_SECONDS = 300.0
-# How often a download's progress is written to the host log.
-PROGRESS_SECONDS = 2.0
-MB = 1024 * 1024
 # A follower instance starts its launcher once the leader's rendezvous port listens, looking this often,
 # for at most this long.
 LEADER_POLL_SECONDS = 0.01
@@ -66,24 +67,27 @@ LEADER_WAIT_SECONDS = 600.0
 SCRIPT_STOP_SECONDS = 10.0
 
 
-class DownloadProgress:
-    """A channel's download as the host log shows it, every PROGRESS_SECONDS and once when done:
-    `download train: 120.0 of 300.0 MB (40%), 48.1 MB/s, 4 s left`; the controller gets the same as events."""
+class TransferProgress:
+    """A transfer's progress (storage.transfer's `progress`) as the host log shows it, every PROGRESS_SECONDS
+    and once done (`download train: 120.0 of 300.0 MB (40%), 48.1 MB/s, 0:00:04 left`); the controller gets
+    the same as `progress` events, and one at its start. `what`: download or restore; `name`: the channel's,
+    or code, or checkpoints (the event's `channel`)."""
 
-    def __init__(self, agent: Agent, channel: str) -> None:
-        self.agent, self.channel = agent, channel
-        self.started = self.last = time.monotonic()
+    def __init__(self, agent: Agent, what: str, name: str) -> None:
+        self.agent, self.what, self.name = agent, what, name
+        self.started = time.monotonic()
+        self.last: float | None = None
 
     def __call__(self, done: int, total: int) -> None:
+        from shipyard.storage.transfer import PROGRESS_SECONDS, progress_line
+
         now = time.monotonic()
-        if (now - self.last < PROGRESS_SECONDS and done != total) or done == total == 0:
-            return
+        if total == 0 or self.last is not None and now - self.last < PROGRESS_SECONDS and done != total:
+            return   # nothing to fetch (all linked from an earlier attempt), or said a moment ago
         self.last = now
-        self.agent.events.emit("progress", what="download", channel=self.channel, done=done, total=total)
-        rate = done / max(now - self.started, 1e-6)
-        left = f", {(total - done) / rate:.0f} s left" if 0 < done < total else ""
-        self.agent.say(f"download {self.channel}: {done / MB:.1f} of {total / MB:.1f} MB "
-                       f"({100 * done // max(total, 1)}%), {rate / MB:.1f} MB/s{left}")
+        self.agent.events.emit("progress", what=self.what, channel=self.name, done=done, total=total)
+        if done:   # the start is an event only: when it began, for the rate a follower works out
+            self.agent.say(progress_line(f"{self.what} {self.name}", done, total, now - self.started))
 
 
 class StopRequested(Exception):
@@ -150,11 +154,12 @@ class Agent:
             return
         code_dir.mkdir(parents=True, exist_ok=True)
         uri = env.module_dir
+        progress = TransferProgress(self, "download", "code")
         if not uri.endswith((".tar.gz", ".tgz")):
-            transfer.download(uri, code_dir)
+            transfer.download(uri, code_dir, progress=progress)
             return
         staging = Path(self.config.instance_dir) / "code-download"
-        transfer.download(uri, staging)
+        transfer.download(uri, staging, progress=progress)
         archive.safe_extract(staging / Path(uri).name, code_dir)
 
     def download_channels(self) -> None:
@@ -184,7 +189,7 @@ class Agent:
                         linked.append(key)
 
             started = time.monotonic()
-            size = transfer.download(uri, dest, keys, progress=DownloadProgress(self, channel.name),
+            size = transfer.download(uri, dest, keys, progress=TransferProgress(self, "download", channel.name),
                                      record=record, reuse=self._earlier_copies(channel.name), listed=listed)
             reused = f"; {len(linked)} unchanged since an earlier attempt, linked from it" if linked else ""
             self.say(f"channel {channel.name}: {len(keys)} objects, {size} bytes fetched from {channel.uri} "
@@ -283,7 +288,7 @@ class Agent:
 
         sync = CheckpointSync(self.config.checkpoint_dir, self.config.checkpoint_uri,
                               on_event=lambda kind, fields: self.events.emit(kind, **fields))
-        report = sync.restore()
+        report = sync.restore(progress=TransferProgress(self, "restore", "checkpoints"))
         if report.files:
             self.restored = report.checkpoint or f"{report.files} files"
         self.events.emit("checkpoint_restored", checkpoint=report.checkpoint, files=report.files,
@@ -465,8 +470,9 @@ class Agent:
         else:
             return [], 143
         self.pausing = False
-        with self.updating:
-            self.config = dataclasses.replace(self.config, master_port=command["master_port"])
+        with self.updating:   # a Ray backend's replacements may be on other nodes: their addresses come too
+            self.config = dataclasses.replace(self.config, master_port=command["master_port"],
+                                              host_addresses=command.get("host_addresses", self.config.host_addresses))
         self.say(f"rejoining with a replaced instance (rendezvous port {command['master_port']})")
         self._restart_streams()
         return self._launch(env, launcher)
@@ -586,10 +592,10 @@ class Agent:
 def script_environment(
     config: AgentConfig, env: TrainingEnvironment, plan_env: dict[str, str], base: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """The entry point's environment: this process's, the job's `environment`, the SM_* contract, then
-    what the launcher adds; later layers win."""
+    """The entry point's environment: QUIET_LIBRARIES, this process's, the job's `environment`, the SM_*
+    contract, then what the launcher adds; later layers win."""
     base = dict(os.environ if base is None else base)
-    child = {k: v for k, v in base.items() if k not in _INHERITED_DIST_VARS}
+    child = {**QUIET_LIBRARIES, **{k: v for k, v in base.items() if k not in _INHERITED_DIST_VARS}}
     child.update(config.environment)
     child.update(env.to_env_vars())
     child.update(plan_env)

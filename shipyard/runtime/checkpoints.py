@@ -108,8 +108,9 @@ class CheckpointSync:
 
     # -- restore -----------------------------------------------------------------------------------
 
-    def restore(self) -> RestoreReport:
-        """Copy everything under the URI into local_dir except incomplete checkpoint directories."""
+    def restore(self, progress: transfer.Progress | None = None) -> RestoreReport:
+        """Copy everything under the URI into local_dir except incomplete checkpoint directories, telling
+        `progress(done, total)` the bytes copied as they go."""
         fs, root = filesystem(self.uri)
         try:
             found = fs.find(root, detail=True) if fs.exists(root) else {}
@@ -133,7 +134,7 @@ class CheckpointSync:
             newest = max(marked, key=lambda d: (_mtime(infos[f"{d}/{MARKER}"]), _natural(d)))
         else:
             newest = max(keys, key=lambda k: (_mtime(infos[k]), _natural(k)), default=None)
-        nbytes = transfer.download(self.uri, self.local_dir, keys) if keys else 0
+        nbytes = transfer.download(self.uri, self.local_dir, keys, progress=progress) if keys else 0
         self.local_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             for rel in keys:

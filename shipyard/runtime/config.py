@@ -122,7 +122,8 @@ class AgentConfig:
         from shipyard.runtime.launchers import LaunchContext
 
         return LaunchContext(
-            master_port=self.master_port, host_addresses=self.host_addresses, sandboxed=self.sandboxed
+            master_port=self.master_port, host_addresses=self.host_addresses, sandboxed=self.sandboxed,
+            instance_dir=self.instance_dir,
         )
 
     def write(self, path: Path) -> None:

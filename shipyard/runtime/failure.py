@@ -24,9 +24,10 @@ BUDGET = 760
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\b")
 _TRACEBACK = "Traceback (most recent call last):"
 _ROOT_CAUSE = "Root Cause (first observed failure):"
-# torchrun prints each rank's output with this prefix, then its own traceback, which says only that a
+# torchrun prints each rank's output with these prefixes (the `--tee` label of a host of several processes,
+# runtime/launchers/torchrun.py, then its rank prefix), then its own traceback, which says only that a
 # child failed.
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ")
+_RANK_PREFIX = re.compile(r"^(?:[\w.-]+\[\d+\] \| )?(?:\[rank\d+\]: )?")
 # Logging that frameworks print before and between a script's own lines: glog/absl (TensorFlow, torchrun:
 # "I0000 00:00:1795530313.878005 4 port.cc:153] ..."), absl's start-up notice, TensorFlow's C++ lines
 # ("2026-11-24 14:25:13.009: I tensorflow/core/...cc:113] ..."), torch's C++ warnings

@@ -336,10 +336,13 @@ class EstimatorBase:
     def fit(self, inputs: Any = None, wait: bool = True, logs: Any = "All", job_name: str | None = None,
             experiment_config: Any = None) -> None:
         from shipyard.control.submit import submit
+        from shipyard.sdk.watch import Transfers, log_console
 
         store = self._store()
         spec = self._spec(inputs, job_name, store)
-        submit(store, spec, self._pack)
+        # On stderr: `shipyard run --detach` prints only the job's name on stdout.
+        with Transfers(log_console(stderr=True, quiet=logs in (False, None, "None"))) as transfers:
+            submit(store, spec, self._pack, transfers.reporter("upload code"))
         self._current_job_name = spec.job_name
         self.latest_training_job = TrainingJob(spec.job_name, store)
         self.jobs.append(self.latest_training_job)

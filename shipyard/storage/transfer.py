@@ -1,10 +1,12 @@
-"""Copy objects between any fsspec URI and local directories."""
+"""Copy objects between any fsspec URI and local directories, and say how a copy is getting on."""
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 import threading
@@ -19,6 +21,31 @@ WORKERS = 8
 CHUNK = 8 * 1024 * 1024
 RANGE = 32 * 1024 * 1024   # an object larger than two of these is fetched in ranges, side by side
 FIRST_PAGE = 100           # keys in an S3 listing's first page
+# rich's DownloadColumn's units, so that a line and a progress bar give sizes alike.
+SIZE_UNITS = ["bytes", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"]
+
+Progress = Callable[[int, int], None]   # (bytes done, bytes in all)
+PROGRESS_SECONDS = 2.0   # how often a transfer's progress is logged (and recorded), besides start and end
+# What progress_line writes, found in a longer line (a log's).
+PROGRESS_LINE = re.compile(r"\w+ [^:]*: [\d,.]+ of [\d,.]+ \w+ \(\d+%\)")
+
+
+def progress_line(what: str, done: int, total: int, seconds: float) -> str:
+    """A transfer's progress as logs show it, `seconds` after it started:
+    `download train: 120.0 of 300.0 MB (40%), 48.1 MB/s, 0:00:04 left` (`done in 0:00:06` once complete),
+    in rich's progress columns' units and time format."""
+    from rich import filesize
+
+    unit, suffix = filesize.pick_unit_and_suffix(total, SIZE_UNITS, 1000)
+    places = 0 if unit == 1 else 1
+    line = f"{what}: {done / unit:,.{places}f} of {total / unit:,.{places}f} {suffix} ({100 * done // max(total, 1)}%)"
+    if seconds <= 0:   # its first report: no rate yet
+        return line
+    rate = done / seconds
+    line += f", {filesize.decimal(int(rate))}/s"
+    if done >= total:
+        return f"{line}, done in {dt.timedelta(seconds=round(seconds))}"
+    return f"{line}, {dt.timedelta(seconds=round((total - done) / rate))} left" if rate else line
 
 
 def _speaks(fs, protocol: str) -> bool:
@@ -115,7 +142,7 @@ def download(
     uri: str,
     dest: Path,
     keys: Sequence[str] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     reuse: Sequence[tuple[Path, dict[str, list]]] = (),
     record: Callable[[str, int, str, bool], None] | None = None,
     listed: Listing | None = None,
@@ -242,30 +269,40 @@ def _run_all(work: Callable[[str], None], items: list, what: str) -> None:
         raise StorageError(f"{what} failed: {exc}") from exc
 
 
-def _put(fs, local: Path, path: str) -> None:
+def _put(fs, local: Path, path: str, progress: Progress | None = None) -> None:
     if _speaks(fs, "file"):
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
         try:
             with os.fdopen(fd, "wb") as out, open(local, "rb") as src:
-                shutil.copyfileobj(src, out, CHUNK)
+                total, done = os.fstat(src.fileno()).st_size, 0
+                report = progress or (lambda done, total: None)
+                report(0, total)
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+                    done += len(chunk)
+                    report(done, total)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     else:
+        from fsspec.callbacks import DEFAULT_CALLBACK, Callback
+
         # One PUT (or one completed multipart upload) is atomic on S3.
-        fs.put_file(str(local), path)
+        fs.put_file(str(local), path, callback=DEFAULT_CALLBACK if progress is None else
+                    Callback(hooks={"progress": lambda size, value, **_: progress(value, size or 0)}))
 
 
-def upload_file(local: Path, uri: str) -> None:
-    """Copy one local file to `uri`; readers see the old object or the whole new one."""
+def upload_file(local: Path, uri: str, progress: Progress | None = None) -> None:
+    """Copy one local file to `uri`; readers see the old object or the whole new one. `progress(done,
+    total)` is told the bytes sent as they go."""
     local = Path(local)
     if not local.is_file():
         raise StorageError(f"cannot upload {local}: not a file")
     fs, path = filesystem(uri)
-    _run_all(lambda _: _put(fs, local, path), [uri], f"upload of {local} to {uri}")
+    _run_all(lambda _: _put(fs, local, path, progress), [uri], f"upload of {local} to {uri}")
 
 
 def upload_dir(local: Path, uri: str) -> int:

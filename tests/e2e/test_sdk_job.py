@@ -110,7 +110,7 @@ def test_two_by_two_ddp_job_from_the_sdk(home, s3, tmp_path):
         log = (home / "jobs" / name / "logs" / f"{host}.log").read_text().splitlines()
         for rank in ranks:
             lines = [line for line in log if line.endswith(f"of rank {rank}")]
-            assert lines == [f"line {i} of rank {rank}" for i in range(50)]
+            assert lines == [f"{host}[{rank % 2}] | line {i} of rank {rank}" for i in range(50)]
 
     # Attach from another process.
     attached = subprocess.run(

@@ -19,6 +19,7 @@ class LaunchContext:
     host_addresses: dict[str, str]
     sandboxed: bool               # host names resolve inside a sandbox; outside, use addresses
     python: str = sys.executable
+    instance_dir: str | None = None  # this instance's own directory, where a launcher keeps its files
 
     def address(self, host: str) -> str:
         return host if self.sandboxed else self.host_addresses[host]
@@ -45,6 +46,27 @@ class Launcher(Protocol):
     def enabled(self, env: TrainingEnvironment) -> bool: ...
 
     def plan(self, env: TrainingEnvironment, ctx: LaunchContext) -> LaunchPlan: ...
+
+
+# Between a line's label (its host, or its process, rank_label) and its text wherever log lines are shown.
+LABEL_SEPARATOR = " | "
+
+
+def rank_label(host: str, local_rank: int | str) -> str:
+    """`algo-1[1]` (local rank 1): what starts each line of one process's output, then LABEL_SEPARATOR, in
+    the log of a host of several processes, as torchrun's --tee prefixes its lines. A host of one process
+    leaves its lines as they are; shown, they are labelled with the host (sdk/watch.py), and read alike."""
+    return f"{host}[{local_rank}]"
+
+
+def split_rank_label(host: str, line: str) -> tuple[str | None, str]:
+    """(its label, the rest) of a line of `host`'s log that one of several processes wrote, else (None, line)."""
+    head = f"{host}["
+    if line.startswith(head):
+        rank, sep, rest = line[len(head):].partition("]" + LABEL_SEPARATOR)
+        if sep and rank.isdigit():
+            return rank_label(host, rank), rest
+    return None, line
 
 
 def processes_per_host(env: TrainingEnvironment) -> int:

@@ -134,7 +134,7 @@ def test_contract_dump_ddp_job_matches_the_local_backend(home, s3, on_ray, tmp_p
             log = (home / "jobs" / name / "logs" / f"{host}.log").read_text().splitlines()
             for rank in ranks:
                 assert [line for line in log if line.endswith(f"of rank {rank}")] == [
-                    f"line {i} of rank {rank}" for i in range(50)]
+                    f"{host}[{rank % 2}] | line {i} of rank {rank}" for i in range(50)]
 
     ray, local = descriptions["ray"], descriptions["local"]
     assert [t["Status"] for t in ray["SecondaryStatusTransitions"]] == [

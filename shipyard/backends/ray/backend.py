@@ -160,7 +160,7 @@ class RayBackend:
     def rejoin(self, kept: list, master_port: int) -> None:
         """Survivors learn the replacements' nodes and the port only once those are placed: the placement
         tells them then."""
-        self._placement.kept = list(kept)
+        self._placement.adopt(kept)
 
     def attach(self, plan: RayInstancePlan, warm_pool: str, connection: int | None = None) -> RayInstance:
         """Run the instance on the actor `warm_pool` kept on its host's node (its placement stays the
@@ -216,7 +216,9 @@ def connect(address: str) -> None:
 
 
 class Placement:
-    """One placement group for the instances started together; it lives until all of them are over."""
+    """One placement group for the instances started together; it lives until all of them are over. The
+    replacement of a lost instance takes the lost one's bundle of its group (Ray has moved the bundle to
+    a live node by then; a new group could not have it, and the old one must stay for the survivors)."""
 
     def __init__(self, address: str, strategy: str, name: str) -> None:
         self.address, self.strategy, self.name = address, strategy, name
@@ -229,6 +231,18 @@ class Placement:
         self._released: set[str] = set()
         self.reused: dict[str, str] | None = None
         self.kept: list[RayInstance] = []   # survivors of the last attempt, running elsewhere, that rejoin
+        self.bundles: dict[str, int] = {}   # each host's bundle in the group
+
+    def adopt(self, kept: list[RayInstance]) -> None:
+        """The members replace lost instances of the placement `kept` were started by: they run in the lost
+        ones' bundles of its group, which this placement owns from now on (removed when the members and the
+        survivors are all over)."""
+        self.kept = list(kept)
+        old = kept[0].placement
+        if old.group is not None and old.reused is None:
+            self.group, self.bundles, old.group = old.group, old.bundles, None
+        for survivor in kept:
+            survivor.placement = self
 
     def launch(self) -> None:
         with self._lock:
@@ -250,6 +264,10 @@ class Placement:
             reuse = self.reused is not None
             if reuse:
                 placed = {host: (None, address) for host, address in self.reused.items()}
+            elif self.group is not None:
+                placed = self._replaced_bundles()
+                if placed is None:
+                    return
             else:
                 bundles = [m.plan.bundle for m in self.members]
                 self.group = placement_group(bundles, strategy=self.strategy, name=self.name)
@@ -262,10 +280,11 @@ class Placement:
                 nodes = placement_group_table(self.group)["bundles_to_node_id"]
                 addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
                 placed = {m.host: (nodes[i], addresses[nodes[i]]) for i, m in enumerate(self.members)}
+                self.bundles = {m.host: i for i, m in enumerate(self.members)}
                 self.waiting = None
             # Every actor first, so that the rendezvous port is chosen on algo-1's node, where it is bound.
             for index, member in enumerate(self.members):
-                member._make_actor(self.group, index, placed, reuse)
+                member._make_actor(self.group, self.bundles.get(member.host, index), placed, reuse)
             hosts = {**{k.host: k.node_address for k in self.kept},
                      **{host: address for host, (_, address) in placed.items()}}
             port = self._rendezvous_port()
@@ -278,6 +297,26 @@ class Placement:
             for member in self.members:
                 member._fail(f"could not place the instance on the Ray cluster at {self.address!r}: "
                              f"{type(exc).__name__}: {exc}")
+
+    def _replaced_bundles(self) -> dict[str, tuple[str, str]] | None:
+        """Once Ray has moved the lost instances' bundles to live nodes: each member's (node, address); None
+        when stopped meanwhile."""
+        ray = _ray()
+        from ray.util.placement_group import placement_group_table
+
+        bundles = [m.plan.bundle for m in self.members]
+        while True:
+            table = placement_group_table(self.group)
+            alive = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+            nodes = table["bundles_to_node_id"]
+            if table["state"] == "CREATED" and all(nodes.get(self.bundles[m.host]) in alive for m in self.members):
+                self.waiting = None
+                return {m.host: (nodes[self.bundles[m.host]], alive[nodes[self.bundles[m.host]]])
+                        for m in self.members}
+            if self.cancelled:
+                return None
+            self.waiting = ray_placement.waiting_message(bundles, self.strategy, ray.nodes())
+            time.sleep(WAIT_POLL_SECONDS)
 
     def _rendezvous_port(self) -> int:
         """Free ports on algo-1's node (its actor looks), for the span the job's launchers take; the
@@ -297,7 +336,7 @@ class Placement:
             return
         with self._lock:
             self._released.add(host)
-            done = len(self._released) == len(self.members)
+            done = self._released >= {i.host for i in [*self.members, *self.kept]}
         if done and self.group is not None:
             try:
                 _ray().util.remove_placement_group(self.group)

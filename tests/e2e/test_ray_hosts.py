@@ -1,0 +1,263 @@
+"""The Ray backend on hosts that are really apart (issue 23): three network namespaces on a private bridge
+of this machine (tests/e2e/netns.py), each with its own address, ports, files, processes and host name,
+each running a Ray node started with `ray start` as users start one: the head (no CPUs, where the job is
+submitted from, with the `shipyard` CLI) and two one-CPU workers. S3 is moto's server on the bridge.
+
+A two-instance torch_distributed job (gloo, CPU) runs one instance per worker host; its script records
+what each host sees, and the test checks it against the hosts it knows: each instance ran in its own
+host's namespace, algo-N resolves everywhere to algo-N's host, the contract's network interface is the one
+that holds the host's address, the rendezvous is algo-1's, and the all_reduce spans both hosts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.netns import NetnsCluster, Unavailable
+
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+SCRIPTS = Path(__file__).parent / "scripts"
+HEAD, WORKERS = 0, (1, 2, 3)   # two workers run a job's instances, the third takes a lost one's place
+# Ray's own health checks, quicker than its defaults (a lost node is noticed in about 3 s, not 30).
+QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
+                       "RAY_health_check_failure_threshold": "3"}
+# Job ports on the workers (runtime/ports.py takes them from 20000 up to the ephemeral range, less the
+# span of a 2-instance job: 4 ports).
+PORT_WINDOW = range(20000, 20007)
+AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """Four hosts: the head (no CPUs) and three one-CPU Ray workers, torn down with the module."""
+    started = time.monotonic()
+    try:
+        cluster = NetnsCluster(tmp_path_factory.mktemp("netns"), size=1 + len(WORKERS), head_cpus=0, worker_cpus=1,
+                               ray_env=QUICK_HEALTH_CHECKS)
+    except Unavailable as why:
+        pytest.skip(f"no network namespaces here: {why}")
+    try:
+        with cluster:
+            print(f"\n[netns] {cluster.size} hosts and their Ray nodes up in {time.monotonic() - started:.1f} s "
+                  f"({cluster.bridge} {cluster.bridge_address}, hosts {cluster.addresses})")
+            yield cluster
+    except Unavailable as why:
+        pytest.skip(f"no network namespaces here: {why}")
+
+
+@pytest.fixture(scope="module")
+def s3_on_bridge(hosts):
+    """moto's S3 server listening on the bridge (this machine's side), which every host reaches."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address=hosts.bridge_address, port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for bucket in ("data", "out"):
+        _s3(f"http://{host}:{port}").create_bucket(Bucket=bucket)
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def _s3(endpoint: str):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+def _netns_id(namespace: str) -> str:
+    """What /proc/self/ns/net reads in a process of that named namespace."""
+    return f"net:[{os.stat(f'/run/netns/{namespace}').st_ino}]"
+
+
+def test_torch_distributed_across_hosts_sees_each_host_as_its_own(hosts, s3_on_bridge):
+    started = time.monotonic()
+    client = _s3(s3_on_bridge)
+    for i in range(2):
+        client.put_object(Bucket="data", Key=f"train/part-{i}.csv", Body=f"{i}\n".encode())
+    source = hosts.on_host(HEAD, "/tmp/src")   # the submitting host's own files: the test's are not there
+    source.mkdir()
+    shutil.copy(SCRIPTS / "hosts_probe.py", source / "train.py")
+    name = f"hosts-{os.getpid()}"
+    env = {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home",
+           "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
+    # Where the rendezvous port is chosen, made visible: the workers take job ports only from
+    # PORT_WINDOW (their kernel's ephemeral range starts above it), and on the submitting host every
+    # port of the window is held, so a port the controller chose there could not be in it.
+    for i in WORKERS:
+        hosts.run(i, ["sh", "-c", f"echo '{PORT_WINDOW.stop + 3} 60999' > /proc/sys/net/ipv4/ip_local_port_range"],
+                  env, timeout=30).check_returncode()
+    holder = hosts.popen(HEAD, ["python", "-c", "import socket, sys, time\n"
+                                f"held = [socket.create_server(('', p)) for p in range({PORT_WINDOW.start}, "
+                                f"{PORT_WINDOW.stop + 3})]\nprint('held', flush=True)\ntime.sleep(900)"],
+                         env, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+
+    submitted = hosts.run(HEAD, [
+        "shipyard", "run", "train.py", "--source-dir", "/tmp/src", "--instance-count", "2",
+        "--distribution", "torch_distributed", "--channel", "train=s3://data/train", "--output-path",
+        "s3://out/jobs", "--backend", "ray", "--job-name", name, "--max-run", "300", "--stop-grace-seconds", "5",
+        "--no-logs"], env, timeout=400)
+    os.killpg(holder.pid, signal.SIGKILL)
+    ran = time.monotonic() - started
+    described = hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60)
+    logs = {h: hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs/{h}.log") for h in ("algo-1", "algo-2")}
+    shown = "\n".join(f"--- {h}:\n{p.read_text()[-3000:] if p.exists() else '(no log)'}" for h, p in logs.items())
+    print(f"\n[netns] the job ran in {ran:.1f} s (submit to end, from the head)")
+    assert described.returncode == 0, described.stderr
+    description = json.loads(described.stdout)
+    assert (submitted.returncode, description["TrainingJobStatus"]) == (0, "Completed"), (
+        f"{description.get('FailureReason')}\n{submitted.stdout[-3000:]}\n{submitted.stderr[-3000:]}\n{shown}")
+
+    bucket, _, key = description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        records = {m.name.removesuffix(".json"): json.load(tar.extractfile(m)) for m in tar.getmembers()
+                   if m.isfile()}
+    assert set(records) == {"algo-1", "algo-2"}, shown
+    print(f"[netns] what the hosts saw: {json.dumps(records, indent=1)}")
+
+    # Which host each instance ran on: the network namespace its processes were in.
+    namespaces = {_netns_id(ns): i for i, ns in enumerate(hosts.namespaces)}
+    where = {h: namespaces.get(r["netns"]) for h, r in records.items()}
+    assert len(set(where.values())) == 2 and set(where.values()) <= set(WORKERS), (where, namespaces)  # one per worker
+    address = {h: hosts.addresses[where[h]] for h in records}
+
+    for h, record in records.items():
+        i = where[h]
+        iface = hosts.interfaces[i]
+        seen = {
+            "current host": record["env"]["SM_CURRENT_HOST"],
+            "hosts": json.loads(record["env"]["SM_HOSTS"]),
+            "world": record["world"],
+            "allreduce": record["allreduce"],       # ranks 0 and 1: 1 + 2
+            "channel": record["train"],
+            # the host has its own address on its own interface, and nothing else but loopback
+            "interfaces": record["interfaces"],
+            # algo-N is algo-N's host, from every host
+            "resolved": record["resolved"],
+            # the contract names the interface that holds this host's address
+            "SM_NETWORK_INTERFACE_NAME": record["env"]["SM_NETWORK_INTERFACE_NAME"],
+            "resourceconfig network_interface_name": record["resourceconfig"].get("network_interface_name"),
+            "NCCL_SOCKET_IFNAME": record["env"]["NCCL_SOCKET_IFNAME"],
+            # gloo finds its interface from the host name (algo-N, resolving to the host's address) when
+            # this is unset; when set it must be the host's interface
+            "GLOO_SOCKET_IFNAME set to another interface": record["env"]["GLOO_SOCKET_IFNAME"] not in (None, iface),
+            "MASTER_ADDR": record["env"]["MASTER_ADDR"],
+        }
+        want = {
+            "current host": h,
+            "hosts": ["algo-1", "algo-2"],
+            "world": 2,
+            "allreduce": 3.0,
+            "channel": ["0\n", "1\n"],
+            "interfaces": {"lo": ["127.0.0.1"], iface: [address[h]]},
+            "resolved": address,
+            "SM_NETWORK_INTERFACE_NAME": iface,
+            "resourceconfig network_interface_name": iface,
+            "NCCL_SOCKET_IFNAME": iface,
+            "GLOO_SOCKET_IFNAME set to another interface": False,
+            "MASTER_ADDR": "algo-1",
+        }
+        assert seen == want, f"{h} (on host {i}, {address[h]})"
+    ports = {r["env"]["MASTER_PORT"] for r in records.values()}
+    assert len(ports) == 1 and int(ports.pop()) in PORT_WINDOW, ports   # chosen on algo-1's host
+
+    # Nothing of the job is left on any host: no process, no instance files on the workers.
+    deadline = time.monotonic() + 30
+    while (left := _job_processes(hosts, name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
+    for i in WORKERS:
+        assert not list(hosts.on_host(i, "/tmp/shipyard-ray").glob("*/instances/*/ml")), i
+
+
+def _job_processes(hosts: NetnsCluster, job: str) -> dict[int, list[str]]:
+    """The job's processes on each host, seen from here (root sees every host's processes)."""
+    import psutil
+
+    found = {}
+    for i in range(hosts.size):
+        for proc in hosts.processes(i):
+            try:
+                if proc.environ().get("TRAINING_JOB_NAME") == job:
+                    found.setdefault(i, []).append(" ".join(proc.cmdline()))
+            except psutil.Error:
+                continue
+    return found
+
+
+def test_a_host_cut_off_is_lost_and_its_replacement_is_reachable_by_the_survivor(hosts, s3_on_bridge):
+    """A spot job's algo-2 host is cut from the network mid-job (a partition): Ray marks its node dead,
+    the attempt ends Interrupted, algo-2 is replaced on the spare worker, and the survivor algo-1, kept
+    paused, rejoins knowing where algo-2 now is (its /etc/hosts rewritten in place)."""
+    source = hosts.on_host(HEAD, "/tmp/spot-src")
+    source.mkdir()
+    shutil.copy(SCRIPTS / "hosts_spot.py", source / "train.py")
+    name = f"spot-{os.getpid()}"
+    env = {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home",
+           "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
+    submitted = hosts.run(HEAD, [
+        "shipyard", "run", "train.py", "--source-dir", "/tmp/spot-src", "--instance-count", "2", "--hp", "steps=150",
+        "--use-spot-instances", "--max-run", "300", "--max-wait", "400", "--checkpoint-s3-uri", "s3://out/ckpt",
+        "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name, "--stop-grace-seconds", "5",
+        "--detach"], env, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
+    deadline = time.monotonic() + 120
+    while "step=40" not in _read(logs / "algo-2.log") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    placed = {h: _placed_on(hosts, _read(logs / f"{h}.log"), h) for h in ("algo-1", "algo-2")}
+    cut = placed["algo-2"]
+    hosts.cut(cut)
+    shown = lambda: "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"  # noqa: E731
+                              for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))
+    try:
+        waited = hosts.run(HEAD, ["shipyard", "jobs", "wait", name], env, timeout=300)
+    except subprocess.TimeoutExpired:
+        state = hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60).stdout
+        pytest.fail(f"the job did not end\n{shown()}\n{state}")
+    finally:
+        hosts.heal(cut)
+    described = json.loads(hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60).stdout)
+    shown = shown()
+    assert (waited.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
+        f"{described.get('FailureReason')}\n{shown}")
+    assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"], shown
+    assert f"algo-2 lost: node" in _read(logs / "algo-2.log")
+
+    records = _model_records(_s3(s3_on_bridge), described)
+    namespaces = {_netns_id(ns): i for i, ns in enumerate(hosts.namespaces)}
+    spare = (set(WORKERS) - set(placed.values())).pop()
+    assert namespaces[records["algo-1"]["netns"]] == placed["algo-1"]   # the survivor stayed where it was
+    assert namespaces[records["algo-2"]["netns"]] == spare               # the replacement: the spare worker
+    where = {"algo-1": hosts.addresses[placed["algo-1"]], "algo-2": hosts.addresses[spare]}
+    assert records["algo-1"]["resolved"] == where and records["algo-1"]["from_step"] > 0   # after it rejoined
+    assert records["algo-2"]["resolved"] == where and records["algo-2"]["from_step"] > 0   # from its checkpoint
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _placed_on(hosts: NetnsCluster, log: str, host: str) -> int:
+    """The test host an instance was placed on, from its `<host> started on node <id> (<address>)` line."""
+    line = next(line for line in log.splitlines() if f"{host} started on node " in line)
+    return hosts.addresses.index(line.split("(")[1].split(")")[0])
+
+
+def _model_records(client, description: dict) -> dict[str, dict]:
+    bucket, _, key = description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        return {m.name.removesuffix(".json"): json.load(tar.extractfile(m)) for m in tar.getmembers() if m.isfile()}

@@ -1,12 +1,14 @@
-"""The Ray backend on hosts that are really apart (issue 23): three network namespaces on a private bridge
+"""The Ray backend on hosts that are really apart (issue 23): four network namespaces on a private bridge
 of this machine (tests/e2e/netns.py), each with its own address, ports, files, processes and host name,
-each running a Ray node started with `ray start` as users start one: the head (no CPUs, where the job is
-submitted from, with the `shipyard` CLI) and two one-CPU workers. S3 is moto's server on the bridge.
+each running a Ray node started with `ray start` as users start one: the head (no CPUs, where jobs are
+submitted from, with the `shipyard` CLI) and three one-CPU workers. S3 is moto's server on the bridge.
 
 A two-instance torch_distributed job (gloo, CPU) runs one instance per worker host; its script records
 what each host sees, and the test checks it against the hosts it knows: each instance ran in its own
 host's namespace, algo-N resolves everywhere to algo-N's host, the contract's network interface is the one
-that holds the host's address, the rendezvous is algo-1's, and the all_reduce spans both hosts."""
+that holds the host's address, the rendezvous port is chosen on algo-1's host, and the all_reduce spans
+both hosts. A spot job's host cut from the network mid-job is lost, replaced on the spare worker, and
+reachable there by the survivor under its host name."""
 
 from __future__ import annotations
 

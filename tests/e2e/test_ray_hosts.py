@@ -236,7 +236,7 @@ def test_a_host_cut_off_is_lost_and_its_replacement_is_reachable_by_the_survivor
     assert (waited.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
         f"{described.get('FailureReason')}\n{shown}")
     assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"], shown
-    assert f"algo-2 lost: node" in _read(logs / "algo-2.log")
+    assert "algo-2 lost: node" in _read(logs / "algo-2.log")
 
     records = _model_records(_s3(s3_on_bridge), described)
     namespaces = {_netns_id(ns): i for i, ns in enumerate(hosts.namespaces)}

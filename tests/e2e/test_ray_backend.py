@@ -40,9 +40,11 @@ SCRIPTS = Path(__file__).parent / "scripts"
 WORKERS = 2
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """A head node with no CPUs (so no instance lands there) and WORKERS one-CPU nodes."""
+    """A head node with no CPUs (so no instance lands there) and WORKERS one-CPU nodes. Module-scoped: this
+    process's Ray connection (_on_cluster) runs a thread that calls gc.collect() when Ray asks, which
+    crashed later tests that profile in this process (torch.profiler, cProfile) at random points."""
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={

@@ -64,11 +64,16 @@ while True:
 """
 
 # Run by the holder's shell, in the host's new mount namespace (private propagation), before it becomes
-# the holder. The sources are bound before /tmp is covered: they live under this machine's /tmp.
+# the holder. The sources are bound before /tmp is covered: they live under this machine's /tmp. So may the
+# checkout and its .venv (a clone in /tmp): each of SY_KEEP is bound at its own path in the host's /tmp.
 SETUP = """set -e
 mount --bind "$SY_HOSTS" /etc/hosts
 mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm
-mount --bind "$SY_TMP" /tmp
+for keep in $SY_KEEP; do
+    mkdir -p "$SY_TMP${keep#/tmp}"
+    mount --bind "$keep" "$SY_TMP${keep#/tmp}"
+done
+mount --rbind "$SY_TMP" /tmp
 hostname "$SY_NAME"
 cd /tmp
 mkdir -p /tmp/home
@@ -77,6 +82,16 @@ exec "$SY_PYTHON" -c "$SY_HOLDER"
 
 
 _clusters = itertools.count()
+
+
+def _kept_under_tmp() -> list[str]:
+    """The directories right under /tmp that hold this checkout or its Python (hosts need both, and a
+    host's /tmp is its own)."""
+    kept = set()
+    for path in (Path(__file__).resolve().parents[2], Path(sys.executable).parent.parent):
+        if path.is_relative_to("/tmp") and path != Path("/tmp"):
+            kept.add(str(Path("/tmp") / path.relative_to("/tmp").parts[0]))
+    return sorted(kept)
 
 
 class Unavailable(Exception):
@@ -223,7 +238,8 @@ class NetnsCluster:
         log = self.host_dir(i) / "holder.log"
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), MARK: self.name,
                "SY_HOSTS": str(self.host_dir(i) / "hosts"), "SY_TMP": str(self.host_dir(i) / "tmp"),
-               "SY_NAME": self.hostnames[i], "SY_PYTHON": self.python, "SY_HOLDER": HOLDER}
+               "SY_NAME": self.hostnames[i], "SY_PYTHON": self.python, "SY_HOLDER": HOLDER,
+               "SY_KEEP": " ".join(_kept_under_tmp())}
         with open(log, "wb") as out:
             self._holders[i] = subprocess.Popen(
                 ["ip", "netns", "exec", self.namespaces[i], "unshare", "--mount", "--uts", "--pid", "--fork",

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from shipyard.registry import Registry
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from shipyard.backends.resources import InstanceResources, MachineResources
     from shipyard.spec.job import JobSpec
+    from shipyard.storage.transfer import Progress
 
 REGISTRY = Registry("backends", "backend", {
     "local": "shipyard.backends.local:LocalBackend",
@@ -90,6 +93,10 @@ class Backend(Protocol):
     def rejoin(self, kept: list, master_port: int) -> None:
         """Instances kept from the last attempt (paused survivors of a lost one) rejoin the instances this
         backend started: told the rendezvous port and where every host now is."""
+
+    def upload_artifacts(self, instances: list, output: str, progress: Callable[[str], Progress]) -> dict:
+        """The job's tarballs (storage/archive.py ARTIFACTS), each host's directory merged, uploaded under
+        `output`, `progress(tarball)` told how each goes; returns {tarball: (files, bytes)}."""
 
 
 def get_backend(name: str, **kwargs) -> Backend:

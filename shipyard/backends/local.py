@@ -211,6 +211,18 @@ class LocalBackend:
         for instance in kept:
             instance.control.send("resume", master_port=master_port)
 
+    def upload_artifacts(self, instances: list, output: str, progress) -> dict:
+        """Each tarball made here of the instances' directories, then uploaded."""
+        from shipyard.storage import archive, transfer
+
+        uploaded = {}
+        for name, subdir in archive.ARTIFACTS.items():
+            tarball = self.job_dir / "artifacts" / name
+            files = archive.make_tarball(tarball, [i.plan.ml_dir / subdir for i in instances])
+            transfer.upload_file(tarball, join(output, name), progress=progress(name))
+            uploaded[name] = (files, tarball.stat().st_size)
+        return uploaded
+
     def attach(self, plan: InstancePlan, warm_pool: str, connection: int | None = None) -> pool.WarmInstance:
         """Run the instance on the warm process pool `warm_pool` (store/pools.py) has for its host, or
         adopt the `connection` on which another process sent it there."""

@@ -78,6 +78,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.STOPPED: frozenset(),
 }
 # How long run() waits before the next step from each state (the others step on at once).
+# The job's record's field for each of its tarballs.
+ARTIFACT_FIELDS = {"model.tar.gz": "model_artifacts", "output.tar.gz": "output_artifacts"}
 PAUSES = {State.QUEUED: QUEUE_POLL_SECONDS, State.RUNNING: POLL_SECONDS, State.INTERRUPTED: POLL_SECONDS}
 
 
@@ -105,6 +107,7 @@ class JobController:
         self.queue_message = ""
         self.last_liveness = 0.0
         self.instances: list = []
+        self.started_by = None   # the backend that started the instances
         self.scrapers: list = []
         self.readers: dict = {}
         self.attempt = 1
@@ -186,6 +189,7 @@ class JobController:
         from shipyard.backends import get_backend
 
         backend = self.backend or get_backend(plan["backend"], job_dir=self.job_dir)
+        self.started_by = backend   # it uploads their artifacts
         plans = [backend.plan_type.from_dict(item) for item in plan["instances"]]
         self.started_at = time.time()
         self.attempt_clock = time.monotonic()  # max_run counts from when the instances have somewhere to run
@@ -747,24 +751,16 @@ class JobController:
     def _upload(self) -> None:
         from rich import filesize
 
-        from shipyard.storage import archive, transfer
+        from shipyard.backends import get_backend
         from shipyard.storage import uri as uris
 
         output = uris.join(self.spec.output_path, self.name, "output")
-        staging = self.job_dir / "artifacts"
-        staging.mkdir(parents=True, exist_ok=True)
-        ml_dirs = [i.plan.ml_dir for i in self.instances]
-        uploaded = {}
-        for name, subdir, field in (("model.tar.gz", "model", "model_artifacts"),
-                                    ("output.tar.gz", "output/data", "output_artifacts")):
-            tarball = staging / name
-            files = archive.make_tarball(tarball, [d / subdir for d in ml_dirs])
-            destination = uris.join(output, name)
-            transfer.upload_file(tarball, destination, progress=self._upload_progress(name))
-            uploaded[field] = destination
-            self.store.add_event(self.name, "upload", f"{name}: {files} files, "
-                                 f"{filesize.decimal(tarball.stat().st_size)} to {destination}")
-        self.store.update_job(self.name, **uploaded)
+        backend = self.started_by or get_backend(self.spec.backend, job_dir=self.job_dir)
+        uploaded = backend.upload_artifacts(self.instances, output, self._upload_progress)
+        for name, (files, size) in uploaded.items():
+            self.store.add_event(self.name, "upload", f"{name}: {files} files, {filesize.decimal(size)} to "
+                                 f"{uris.join(output, name)}")
+        self.store.update_job(self.name, **{field: uris.join(output, name) for name, field in ARTIFACT_FIELDS.items()})
 
 
 def detached(module_args: list[str], log_path: Path, home: Path, pass_fds: tuple[int, ...] = ()) -> tuple[int, float]:
@@ -821,6 +817,11 @@ def main(argv: list[str] | None = None) -> int:
         controller.adopt(pool, {host: int(fd) for host, fd in (pair.split("=") for pair in pairs)})
     controller.run()
     controller.keep_pool()
+    # What it took to run this job (large artifacts never pass through here: the figure says so).
+    import resource
+
+    print(f"controller: peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB",
+          file=sys.stderr, flush=True)
     return 0
 
 

@@ -1,18 +1,29 @@
 """The tarballs of the contract: model.tar.gz / output.tar.gz (hosts merged), sourcedir.tar.gz, and a
-safe way to unpack what users hand us."""
+safe way to unpack what users hand us.
+
+A merged tarball can also be made of shares written where the hosts' files are (on Ray, each node): a
+host's share is its files as tar members in a gzip member of their own, without the archive's end. The
+shares one after the other (gzip reads concatenated members as one stream), then END, are one tar.gz;
+each host writes only the files that are its in the merge (`winners`)."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import posixpath
 import tarfile
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from shipyard.errors import StorageError, ValidationError
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git"})
+# The job's tarballs, each made of this directory of /opt/ml on every host.
+ARTIFACTS = {"model.tar.gz": "model", "output.tar.gz": "output/data"}
+# A tar's end: two zero blocks (what follows the last share of a merged tarball).
+END = gzip.compress(b"\0" * 2 * tarfile.BLOCKSIZE, mtime=0)
 
 
 def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset(),
@@ -54,7 +65,7 @@ def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset(),
         yield arc, real_top
 
 
-def _merge(files: dict[str, Path], new: dict[str, Path]) -> None:
+def _merge(files: dict, new: dict) -> None:
     """Add `new` over `files`; a later file also replaces an earlier file/directory at its path."""
     new_dirs = {str(p) for name in new for p in PurePosixPath(name).parents if str(p) != "."}
     for name in list(files):
@@ -64,35 +75,97 @@ def _merge(files: dict[str, Path], new: dict[str, Path]) -> None:
     files.update(new)
 
 
-def _write(dest: Path, files: dict[str, Path]) -> int:
+def _add(out, info: tarfile.TarInfo, handle) -> int:
+    """Write one member as TarFile.addfile writes it; returns the bytes written."""
+    header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    out.write(header)
+    tarfile.copyfileobj(handle, out, info.size)
+    padding = -info.size % tarfile.BLOCKSIZE
+    out.write(b"\0" * padding)
+    return len(header) + info.size + padding
+
+
+def _files(files: dict[str, Path]) -> Callable:
+    """A writer of `files` (archive name -> file) as tar members, sorted by name."""
+    def write(out) -> int:
+        written = 0
+        for name in sorted(files):
+            stat = files[name].stat()
+            info = tarfile.TarInfo(name)   # owner root, no user or group names: the same on every machine
+            info.size, info.mtime, info.mode = stat.st_size, int(stat.st_mtime), stat.st_mode & 0o7777
+            with open(files[name], "rb") as handle:
+                written += _add(out, info, handle)
+        return written
+    return write
+
+
+def _write(dest: Path, members: Callable, end: bool = True) -> None:
+    """A gzip tar at `dest` of what `members(out)` writes (returning its bytes), or (not `end`) a share:
+    no archive end."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     os.close(fd)
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for name in sorted(files):
-                info = tar.gettarinfo(str(files[name]), arcname=name)
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                with open(files[name], "rb") as handle:
-                    tar.addfile(info, handle)
+        with gzip.GzipFile(tmp, "wb", mtime=0) as out:
+            written = members(out)
+            if end:   # two zero blocks, then zeros up to a whole record, as TarFile.close ends an archive
+                end_at = written + 2 * tarfile.BLOCKSIZE
+                out.write(b"\0" * (2 * tarfile.BLOCKSIZE + -end_at % tarfile.RECORDSIZE))
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return len(files)
+
+
+def collect(sources: Sequence[Path]) -> dict[str, Path]:
+    """The files of each source directory merged at the root (archive name -> file); later sources win.
+    Links pointing outside their source directory are left out."""
+    files: dict[str, Path] = {}
+    for source in map(Path, sources):
+        if source.is_dir():
+            _merge(files, dict(_walk(source, "", confine=source.resolve())))
+    return files
 
 
 def make_tarball(dest: Path, sources: Sequence[Path]) -> int:
     """A gzip tar of the contents of each source directory merged at the root; later sources win.
 
     Returns the number of files. Links pointing outside their source directory are left out."""
-    files: dict[str, Path] = {}
-    for source in map(Path, sources):
-        if source.is_dir():
-            _merge(files, dict(_walk(source, "", confine=source.resolve())))
-    return _write(dest, files)
+    files = collect(sources)
+    _write(dest, _files(files))
+    return len(files)
+
+
+def write_share(dest: Path, files: dict[str, Path]) -> None:
+    """One host's share of a merged tarball (see the module's docstring)."""
+    _write(dest, _files(files), end=False)
+
+
+def merge_shares(shares: Sequence[Callable[[], BinaryIO]], kept: Sequence[set[str]], dest: Path) -> None:
+    """A merged tarball at `dest` from the hosts' shares, each opened by its callable and read as a stream,
+    with only the names in its `kept` of each (`winners`)."""
+    def write(out) -> int:
+        written = 0
+        for open_share, names in zip(shares, kept, strict=True):
+            with open_share() as raw, tarfile.open(fileobj=raw, mode="r|gz") as share:
+                for member in share:
+                    if member.name in names:
+                        written += _add(out, member, share.extractfile(member))
+        return written
+    _write(dest, write)
+
+
+def winners(shares: Sequence[Sequence[str]]) -> list[set[str]]:
+    """For the archive names of each host's share, in host order: those the merge keeps (a later host's
+    file replaces an earlier one's, and a file or directory at its path)."""
+    merged: dict[str, int] = {}
+    for index, names in enumerate(shares):
+        _merge(merged, dict.fromkeys(names, index))
+    kept: list[set[str]] = [set() for _ in shares]
+    for name, index in merged.items():
+        kept[index].add(name)
+    return kept
 
 
 def pack_source(
@@ -129,7 +202,7 @@ def pack_source(
         if name not in SKIPPED_NAMES:
             _merge(files, dict(_walk(top, name, confine=None if follow_symlinks or top == entry_point else
                                      root.resolve(), skip=SKIPPED_NAMES, refuse=field)))
-    _write(dest, files)
+    _write(dest, _files(files))
     return Path(dest)
 
 

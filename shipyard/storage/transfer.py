@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import os
@@ -15,11 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from shipyard.errors import StorageError, ValidationError
-from shipyard.storage.uri import filesystem
+from shipyard.storage.uri import filesystem, storage_problem
 
 WORKERS = 8
 CHUNK = 8 * 1024 * 1024
 RANGE = 32 * 1024 * 1024   # an object larger than two of these is fetched in ranges, side by side
+S3_MIN_PART = 5 << 20      # S3's smallest part of a multipart upload (but the last)
+S3_MAX_COPY = 5 << 30      # and its largest part copy
 FIRST_PAGE = 100           # keys in an S3 listing's first page
 # rich's DownloadColumn's units, so that a line and a progress bar give sizes alike.
 SIZE_UNITS = ["bytes", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"]
@@ -322,3 +325,98 @@ def upload_dir(local: Path, uri: str) -> int:
 
     _run_all(send, files, f"upload of {local} to {uri}")
     return sum(p.stat().st_size for p in files)
+
+
+def concatenate(sources: Sequence[str], tail: bytes, uri: str, progress: Progress | None = None) -> int:
+    """`uri` becomes the objects `sources` (URIs on its store) one after the other, then `tail`; returns its
+    size. On S3 the bytes stay there (part copies of a multipart upload); elsewhere they are streamed
+    through this process a chunk at a time. Readers see the old object or the whole new one."""
+    fs, path = filesystem(uri)
+    paths = [filesystem(source)[1] for source in sources]
+    try:
+        sizes = [fs.size(p) for p in paths]
+        total = sum(sizes) + len(tail)
+        report = progress or (lambda done, total: None)
+        report(0, total)
+        assemble = _s3_concatenate if _speaks(fs, "s3") else _stream_concatenate
+        assemble(fs, list(zip(paths, sizes, strict=True)), tail, path, lambda done: report(done, total))
+    except Exception as exc:  # botocore's and s3fs's errors have no common base to name
+        raise StorageError(f"could not assemble {uri} from {', '.join(sources)}: {storage_problem(exc)}") from exc
+    return total
+
+
+def _s3_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str, advance: Callable[[int], None]) -> None:
+    """S3 wants every part but the last to be at least S3_MIN_PART long: what is shorter is read here and
+    sent with what follows it, so at most twice that is held here whatever the sizes."""
+    bucket, key, _ = fs.split_path(path)
+    upload = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    parts: list[dict] = []
+    buffer = bytearray()
+    done = 0
+
+    def part(size: int, **how) -> None:
+        nonlocal done
+        answer = fs.call_s3(f"upload_part{'_copy' if 'CopySource' in how else ''}", Bucket=bucket, Key=key,
+                            UploadId=upload, PartNumber=len(parts) + 1, **how)
+        parts.append({"PartNumber": len(parts) + 1, "ETag": answer.get("CopyPartResult", answer)["ETag"]})
+        done += size
+        advance(done)
+
+    def send() -> None:
+        part(len(buffer), Body=bytes(buffer))
+        buffer.clear()
+
+    try:
+        for source, size in sources:
+            offset = 0
+            if buffer:   # topped up to a part's minimum from the start of this source
+                offset = min(size, S3_MIN_PART - len(buffer))
+                buffer += fs.cat_file(source, start=0, end=offset)
+                if len(buffer) >= S3_MIN_PART:
+                    send()
+            while size - offset >= S3_MIN_PART:
+                end = size if size - offset <= S3_MAX_COPY else min(offset + S3_MAX_COPY, size - S3_MIN_PART)
+                part(end - offset, CopySource=source, CopySourceRange=f"bytes={offset}-{end - 1}")
+                offset = end
+            if offset < size:
+                buffer += fs.cat_file(source, start=offset, end=size)
+                if len(buffer) >= S3_MIN_PART:
+                    send()
+        buffer += tail
+        if buffer or not parts:
+            send()
+        fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                   MultipartUpload={"Parts": parts})
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+        raise
+    finally:
+        fs.invalidate_cache(path)
+
+
+def _stream_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str,
+                        advance: Callable[[int], None]) -> None:
+    local = _speaks(fs, "file")
+    if local:   # written aside and moved into place: readers never see it half written
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd, target = tempfile.mkstemp(dir=Path(path).parent, prefix=f".{Path(path).name}.", suffix=".part")
+        os.close(fd)
+    else:
+        target = path
+    done = 0
+    try:
+        with fs.open(target, "wb") as out:
+            for source, _ in sources:
+                with fs.open(source, "rb") as src:
+                    while chunk := src.read(CHUNK):
+                        out.write(chunk)
+                        done += len(chunk)
+                        advance(done)
+            out.write(tail)
+        if local:
+            os.replace(target, path)
+    except BaseException:
+        if local:
+            Path(target).unlink(missing_ok=True)
+        raise

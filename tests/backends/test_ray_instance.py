@@ -48,7 +48,8 @@ class FakeActor:
         self.started: list[tuple] = []
         self.controls: list[tuple] = []
         self.port = 31000
-        for name in ("start", "run_next", "pull", "artifacts", "cleanup", "terminate", "kill", "free_port", "control"):
+        for name in ("start", "run_next", "pull", "share_artifacts", "cleanup", "terminate", "kill", "free_port",
+                     "control"):
             setattr(self, name, Call(getattr(self, f"_{name}")))
 
     def _start(self, *args):
@@ -66,8 +67,8 @@ class FakeActor:
     def _pull(self, *offsets):
         return {"code": self.code, "log": b"", "events": b"", "heartbeats": {}, "more": False}
 
-    def _artifacts(self):
-        return streams.pack_artifacts(Path("/nonexistent"))
+    def _share_artifacts(self, uri):
+        return {"shares": {}, "output_files": streams.pack_output_files(Path("/nonexistent"))}
 
     def _cleanup(self):
         return None
@@ -88,7 +89,8 @@ def fake_ray(monkeypatch):
     def kill(actor, no_restart=True):
         killed.append(actor)
 
-    fake = types.SimpleNamespace(get=lambda ref, timeout=None: ref(), kill=kill, exceptions=ray.exceptions,
+    fake = types.SimpleNamespace(get=lambda ref, timeout=None: ref(), wait=lambda refs, timeout=None: (refs, []),
+                                 kill=kill, exceptions=ray.exceptions,
                                  nodes=lambda: [{"NodeID": NODE, "Alive": True}], is_initialized=lambda: True)
     monkeypatch.setattr(ray_backend, "_ray", lambda: fake)
     monkeypatch.setattr(ray_backend, "PULL_SECONDS", 0.01)

@@ -131,8 +131,10 @@ class InstanceActor:
         more = len(log) == streams.PULL_LIMIT or len(events) == streams.PULL_LIMIT
         return {"code": code, "log": log, "events": events, "heartbeats": beats, "more": more}
 
-    def artifacts(self) -> bytes:
-        return streams.pack_artifacts(self.plan.ml_dir)
+    def share_artifacts(self, uri: str) -> dict:
+        """The instance's shares of the job's tarballs, uploaded from here, and ml/output's own files."""
+        return {"shares": streams.share_artifacts(self.plan.ml_dir, uri, self.plan.config.log_path),
+                "output_files": streams.pack_output_files(self.plan.ml_dir)}
 
     def terminate(self) -> None:
         self._stop("terminate")
@@ -164,5 +166,5 @@ class InstanceActor:
             hosts.truncate()
 
     def cleanup(self) -> None:
-        """The instance is over and its artifacts fetched: its data and code need not stay on the node."""
+        """The instance is over and its artifacts uploaded: its data and code need not stay on the node."""
         shutil.rmtree(self.plan.instance_dir, ignore_errors=True)

@@ -4,10 +4,12 @@ placement group (`backends/ray/placement.py`: the resource mapping and the strat
 
 Nothing is assumed shared between the controller's machine and the nodes: the agent keeps its files on
 its node and the controller keeps a copy of the host log, events and heartbeats at the paths it reads,
-pulled while the instance runs; the model and output directories are fetched from the node when the
-agent exits and merged by the controller as for local jobs (`backends/ray/streams.py`). The job's code,
-channels and checkpoints are read by the nodes themselves, so those URIs must be reachable from every
-node: `file://` ones are refused unless SHIPYARD_RAY_SHARED_STORAGE=1 says they are on shared storage.
+pulled while the instance runs (`backends/ray/streams.py`). The model and output data go from the nodes
+to storage, never through the controller: each node uploads its share of each tarball when its agent
+exits, and the controller assembles the tarballs from the shares in storage (storage/archive.py). The
+job's code, channels and checkpoints are read by the nodes themselves, so those URIs must be reachable
+from every node: `file://` ones are refused unless SHIPYARD_RAY_SHARED_STORAGE=1 says they are on shared
+storage.
 
 A job that needs more than the cluster has is not an error: its instances wait (`waiting_for`, shown as
 the Pending status) until the placement group is placed or the job is stopped."""
@@ -42,9 +44,10 @@ LOST_EXIT_CODE = 137         # what poll() says for an instance whose node or ac
 POOL_ACTOR_PREFIX = "shipyard-pool:"   # a warm pool's placement group and actors: PREFIX + pool [+ ":" + host]
 # What the host log says when an actor call raised on the node, by call.
 FAILED_CALLS = {"start": "could not start", "pull": "could not read the logs and events of",
-                "collect": "could not fetch the model and output of"}
+                "collect": "could not upload the model and output of"}
 # What the agent on a node gets of the controller's environment: storage endpoints and credentials.
 FORWARDED_ENV_PREFIXES = ("SHIPYARD_", "AWS_")
+SHARES_DIR = ".shipyard-shares"   # under the job's output: the nodes' shares of its tarballs, until assembled
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class RayInstancePlan:
     strategy: str
     address: str
     cpus_from_node: bool       # an unsized type reports the node's CPUs (SM_NUM_CPUS), as locally
+    shares_uri: str            # where the node uploads its shares of the job's tarballs
 
     @property
     def argv(self) -> list[str]:
@@ -81,13 +85,13 @@ class RayInstancePlan:
     def to_dict(self) -> dict:
         return {"host": self.host, "node": self.node.to_dict(), "config": dataclasses.asdict(self.config),
                 "instance_dir": str(self.instance_dir), "bundle": self.bundle, "strategy": self.strategy,
-                "address": self.address, "cpus_from_node": self.cpus_from_node}
+                "address": self.address, "cpus_from_node": self.cpus_from_node, "shares_uri": self.shares_uri}
 
     @classmethod
     def from_dict(cls, data: dict) -> RayInstancePlan:
         return cls(data["host"], NodePlan.from_dict(data["node"]), AgentConfig.from_dict(data["config"]),
                    Path(data["instance_dir"]), data["bundle"], data["strategy"], data["address"],
-                   data["cpus_from_node"])
+                   data["cpus_from_node"], data["shares_uri"])
 
 
 def node_job_dir(job_dir: Path, job_name: str) -> Path:
@@ -121,8 +125,10 @@ class RayBackend:
     def plan(self, spec: JobSpec, resources: list, master_port: int, attempt: int = 1) -> list[RayInstancePlan]:
         """Pure: the node's plan and the controller's copy of it for every instance, and its bundle."""
         from shipyard.spec.catalog import get_instance_type
+        from shipyard.storage.uri import join
 
         _check_reachable_from_nodes(spec)
+        shares = join(spec.output_path, spec.job_name, "output", SHARES_DIR, f"attempt-{attempt}")
         strategy = ray_placement.strategy(settings.ray_pack())
         placeholders = {host: placeholder_address(host) for host in spec.hosts}
         node_dir = node_job_dir(self.job_dir, spec.job_name)
@@ -136,7 +142,7 @@ class RayBackend:
             instance_type = get_instance_type(config.instance_type)   # its group's
             plans.append(RayInstancePlan(node.host, node, config, mirror.instance_dir,
                                          ray_placement.bundle(instance_type), strategy, settings.ray_address(),
-                                         instance_type.vcpus is None))
+                                         instance_type.vcpus is None, join(shares, node.host)))
         return plans
 
     def prepare(self, plan: RayInstancePlan) -> None:
@@ -161,6 +167,32 @@ class RayBackend:
         """Survivors learn the replacements' nodes and the port only once those are placed: the placement
         tells them then."""
         self._placement.adopt(kept)
+
+    def upload_artifacts(self, instances: list, output: str, progress) -> dict:
+        """Each tarball assembled in storage from the shares the instances' nodes uploaded, in host order.
+        Where hosts' files clash (names must not, SageMaker says), the later host's is kept and the rest
+        left out: that tarball is rewritten through here instead (streamed, not held)."""
+        from shipyard.storage import archive, transfer
+        from shipyard.storage.uri import filesystem, join, remove_tree
+
+        uploaded = {}
+        for name in archive.ARTIFACTS:
+            shares = [i.shares[name] for i in instances if name in i.shares]
+            kept = archive.winners([share["names"] for share in shares])
+            files = sum(map(len, kept))
+            if files == sum(len(share["names"]) for share in shares):
+                size = transfer.concatenate([share["uri"] for share in shares], archive.END, join(output, name),
+                                            progress(name))
+            else:
+                fs = filesystem(output)[0]
+                tarball = self.job_dir / "artifacts" / name
+                opens = [lambda uri=share["uri"]: fs.open(filesystem(uri)[1], "rb") for share in shares]
+                archive.merge_shares(opens, kept, tarball)
+                transfer.upload_file(tarball, join(output, name), progress=progress(name))
+                size = tarball.stat().st_size
+            uploaded[name] = (files, size)
+        remove_tree(join(output, SHARES_DIR))
+        return uploaded
 
     def attach(self, plan: RayInstancePlan, warm_pool: str, connection: int | None = None) -> RayInstance:
         """Run the instance on the actor `warm_pool` kept on its host's node (its placement stays the
@@ -368,6 +400,7 @@ class RayInstance:
         self.node_address: str | None = None
         self.pid: int | None = None
         self.lost_reason: str | None = None
+        self.shares: dict[str, dict] = {}   # its node's shares of the job's tarballs, once uploaded
         self._code: int | None = None
         self._pump: threading.Thread | None = None
         self._finishing = threading.Lock()
@@ -452,14 +485,26 @@ class RayInstance:
             time.sleep(PULL_SECONDS)
 
     def _collect(self, code: int) -> None:
+        """The node uploads the instance's shares of the tarballs (its progress lines pulled as they come)
+        and sends ml/output's own files; then its files go."""
         ray = _ray()
         try:
-            self.mirror.apply_artifacts(ray.get(self.actor.artifacts.remote(), timeout=CALL_TIMEOUT_SECONDS))
+            sharing = self.actor.share_artifacts.remote(self.plan.shares_uri)
+            while not ray.wait([sharing], timeout=PULL_SECONDS * 5)[0]:
+                self._pull()
+            answer = ray.get(sharing)
+            self._pull()
+            self.mirror.apply_output_files(answer["output_files"])
+            self.shares = answer["shares"]
             ray.get(self.actor.cleanup.remote(), timeout=CALL_TIMEOUT_SECONDS)
         except Exception as exc:
             self._gone(exc, "collect")
             return
         self._finish(code)
+
+    def _pull(self) -> None:
+        chunk = _ray().get(self.actor.pull.remote(*self.mirror.offsets()), timeout=CALL_TIMEOUT_SECONDS)
+        self.mirror.apply(chunk["log"], chunk["events"], chunk["heartbeats"])
 
     def _gone(self, exc: Exception, call: str) -> None:
         """The actor's `call` (one of FAILED_CALLS) failed: its node died, the actor died or stopped

@@ -2,8 +2,11 @@
 copy of each at the path it reads (the same paths as the local backend's). The node side answers
 `pull(offsets)` with the bytes added since; the controller side appends them. The host log and the
 events file only grow, so an offset is all either side needs; heartbeats are small files that are
-replaced, so each is sent whole when it changed. The model and output directories are sent once, as a
-tarball, when the agent has exited."""
+replaced, so each is sent whole when it changed.
+
+The model and output data never come here: when the agent has exited, the node uploads its share of each
+of the job's tarballs itself (storage/archive.py), and the controller assembles the tarballs from the
+shares in storage. Only ml/output's own files (failure, success) are sent, for the controller's copy."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from pathlib import Path
 
 # One pull carries at most this much per stream; a larger backlog comes in the next pulls at once.
 PULL_LIMIT = 4 << 20
-ARTIFACT_DIRS = ("model", "output")
 
 
 # -- the node's side ------------------------------------------------------------------------------
@@ -50,19 +52,65 @@ def changed_files(directory: str | None, seen: dict[str, int]) -> dict[str, byte
     return changed
 
 
-def pack_artifacts(ml_dir: Path) -> bytes:
-    """ml/model and ml/output (success or failure, and output/data) as one tar.gz."""
+def share_artifacts(ml_dir: Path, uri: str, log_path: str) -> dict[str, dict]:
+    """This host's share of each of the job's tarballs, uploaded to `uri`/<tarball> from this node, its
+    progress written to the host log: {tarball: {"uri", "names", "bytes"}} for those it has files for."""
+    from shipyard.storage import archive, transfer
+    from shipyard.storage import uri as uris
+
+    shares = {}
+    for name, subdir in archive.ARTIFACTS.items():
+        files = archive.collect([ml_dir / subdir])
+        if not files:
+            continue
+        local = ml_dir.parent / f"share-{name}"
+        try:
+            archive.write_share(local, files)
+            size = local.stat().st_size
+            destination = uris.join(uri, name)
+            transfer.upload_file(local, destination, progress=_progress_to(log_path, f"upload {name} share"))
+        finally:
+            local.unlink(missing_ok=True)
+        shares[name] = {"uri": destination, "names": sorted(files), "bytes": size}
+    return shares
+
+
+def _progress_to(log_path: str, what: str):
+    """A transfer's progress as host log lines, every PROGRESS_SECONDS and once done."""
+    import time
+
+    from shipyard.storage.transfer import PROGRESS_SECONDS, progress_line
+
+    started = last = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done >= total or now - last >= PROGRESS_SECONDS:
+            last = now
+            note(log_path, progress_line(what, done, total, now - started))
+    return report
+
+
+def pack_output_files(ml_dir: Path) -> bytes:
+    """ml/output's own files (failure, success: what the controller reads), not its directories."""
+    output = ml_dir / "output"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name in ARTIFACT_DIRS:
-            if (ml_dir / name).is_dir():
-                tar.add(ml_dir / name, arcname=name)
+        for entry in sorted(os.scandir(output), key=lambda e: e.name) if output.is_dir() else ():
+            if entry.is_file(follow_symlinks=False):
+                tar.add(entry.path, arcname=f"output/{entry.name}")
     return buffer.getvalue()
+
+
+def note(log_path: str, message: str) -> None:
+    """A line of the platform's own in the host log (where `shipyard logs` and failure reasons look)."""
+    _append(log_path, f"shipyard-ray: {message}\n".encode())
 
 
 # -- the controller's side ------------------------------------------------------------------------
 class Mirror:
-    """The controller's copy of one instance's host log, events file, heartbeats and artifacts."""
+    """The controller's copy of one instance's host log, events file, heartbeats and ml/output's files."""
 
     def __init__(self, log_path: str, events_path: str, heartbeat_dir: str | None, ml_dir: Path) -> None:
         self.log_path, self.events_path = log_path, events_path
@@ -83,14 +131,13 @@ class Mirror:
                 os.replace(tmp, Path(self.heartbeat_dir) / name)
 
     def note(self, message: str) -> None:
-        """A line of the platform's own in the host log (where `shipyard logs` and failure reasons look)."""
-        _append(self.log_path, f"shipyard-ray: {message}\n".encode())
+        note(self.log_path, message)
 
-    def apply_artifacts(self, data: bytes) -> None:
+    def apply_output_files(self, data: bytes) -> None:
         from shipyard.storage.archive import safe_extract
 
         self.ml_dir.mkdir(parents=True, exist_ok=True)
-        staging = self.ml_dir.parent / "artifacts-from-node.tar.gz"
+        staging = self.ml_dir.parent / "output-files-from-node.tar.gz"
         staging.write_bytes(data)
         try:
             safe_extract(staging, self.ml_dir)

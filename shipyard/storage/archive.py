@@ -1,18 +1,23 @@
 """The tarballs of the contract: model.tar.gz / output.tar.gz (hosts merged), sourcedir.tar.gz, and a
 safe way to unpack what users hand us.
 
-A merged tarball can also be made of shares written where the hosts' files are (on Ray, each node): a
-host's share is its files as tar members in a gzip member of their own, without the archive's end. The
-shares one after the other (gzip reads concatenated members as one stream), then END, are one tar.gz;
-each host writes only the files that are its in the merge (`winners`)."""
+A merged tarball can also be assembled from shares written where the hosts' files are (on Ray, each
+node), without their bytes coming together anywhere: a host's share is GZIP_HEAD, then its files as tar
+members compressed as raw deflate data ended by a sync flush (byte-aligned, no final block), as pigz
+compresses the pieces of one file side by side. The first share, the others from SHARE_DATA on (their
+deflate data), then `gzip_end` (the tar's end, the deflate stream's final block, and gzip's trailer,
+whose CRC-32 is combined from the shares') are one ordinary gzip member: every gzip reader reads it,
+tarfile's stream mode included."""
 
 from __future__ import annotations
 
 import gzip
 import os
 import posixpath
+import struct
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -22,8 +27,9 @@ from shipyard.errors import StorageError, ValidationError
 SKIPPED_NAMES = frozenset({"__pycache__", ".git"})
 # The job's tarballs, each made of this directory of /opt/ml on every host.
 ARTIFACTS = {"model.tar.gz": "model", "output.tar.gz": "output/data"}
-# A tar's end: two zero blocks (what follows the last share of a merged tarball).
-END = gzip.compress(b"\0" * 2 * tarfile.BLOCKSIZE, mtime=0)
+# A gzip member's header with no name and no time (RFC 1952: deflate, mtime 0, OS unknown).
+GZIP_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+SHARE_DATA = len(GZIP_HEAD)   # where a share's deflate data starts
 
 
 def _walk(top: Path, arc: str, *, confine: Path | None, skip=frozenset(),
@@ -99,23 +105,45 @@ def _files(files: dict[str, Path]) -> Callable:
     return write
 
 
-def _write(dest: Path, members: Callable, end: bool = True) -> None:
-    """A gzip tar at `dest` of what `members(out)` writes (returning its bytes), or (not `end`) a share:
-    no archive end."""
+def _aside(dest: Path, fill: Callable[[BinaryIO], object]) -> None:
+    """`fill(file)` writes `dest`, aside and then moved into place: nobody sees it half written."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
     try:
-        with gzip.GzipFile(tmp, "wb", mtime=0) as out:
-            written = members(out)
-            if end:   # two zero blocks, then zeros up to a whole record, as TarFile.close ends an archive
-                end_at = written + 2 * tarfile.BLOCKSIZE
-                out.write(b"\0" * (2 * tarfile.BLOCKSIZE + -end_at % tarfile.RECORDSIZE))
+        with os.fdopen(fd, "wb") as raw:
+            fill(raw)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write(dest: Path, members: Callable) -> None:
+    """A gzip tar at `dest` of what `members(out)` writes (returning its bytes)."""
+    def fill(raw: BinaryIO) -> None:
+        with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as out:
+            written = members(out)
+            end_at = written + 2 * tarfile.BLOCKSIZE   # two zero blocks, then zeros up to a whole record,
+            out.write(b"\0" * (2 * tarfile.BLOCKSIZE + -end_at % tarfile.RECORDSIZE))   # as TarFile.close
+    _aside(dest, fill)
+
+
+class _Deflate:
+    """A writable file of raw deflate data, its CRC-32 and length kept; `end()` flushes it byte-aligned
+    without a final block."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.crc, self.length = raw, 0, 0
+        self.compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+
+    def write(self, data: bytes) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.length += len(data)
+        self.raw.write(self.compressor.compress(data))
+
+    def end(self) -> None:
+        self.raw.write(self.compressor.flush(zlib.Z_SYNC_FLUSH))
 
 
 def collect(sources: Sequence[Path]) -> dict[str, Path]:
@@ -137,21 +165,81 @@ def make_tarball(dest: Path, sources: Sequence[Path]) -> int:
     return len(files)
 
 
-def write_share(dest: Path, files: dict[str, Path]) -> None:
-    """One host's share of a merged tarball (see the module's docstring)."""
-    _write(dest, _files(files), end=False)
+def write_share(dest: Path, files: dict[str, Path]) -> tuple[int, int]:
+    """One host's share of a merged tarball (see the module's docstring): `files` in name order. Returns
+    the CRC-32 and the length of its uncompressed bytes, which `gzip_end` needs."""
+    sums = []
+
+    def fill(raw: BinaryIO) -> None:
+        raw.write(GZIP_HEAD)
+        share = _Deflate(raw)
+        _files(files)(share)
+        share.end()
+        sums.append((share.crc, share.length))
+    _aside(dest, fill)
+    return sums[0]
 
 
-def merge_shares(shares: Sequence[Callable[[], BinaryIO]], kept: Sequence[set[str]], dest: Path) -> None:
-    """A merged tarball at `dest` from the hosts' shares, each opened by its callable and read as a stream,
-    with only the names in its `kept` of each (`winners`)."""
+def gzip_end(shares: Sequence[tuple[int, int]]) -> bytes:
+    """What follows the shares (their CRC-32s and lengths, in order) in a merged tarball: the tar's end in
+    the deflate stream's final block, then gzip's trailer for everything."""
+    end = b"\0" * 2 * tarfile.BLOCKSIZE
+    crc, length = 0, 0
+    for share_crc, share_length in shares:
+        crc, length = crc32_combine(crc, share_crc, share_length), length + share_length
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+    final = compressor.compress(end) + compressor.flush()
+    return final + struct.pack("<II", zlib.crc32(end, crc), (length + len(end)) & 0xFFFFFFFF)
+
+
+def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
+    """The CRC-32 of A + B from those of A and B and B's length (zlib's crc32_combine, which Python's zlib
+    does not offer): A's CRC carried through length2 zero bytes, in GF(2), by squaring matrices."""
+    def times(matrix: list[int], vector: int) -> int:
+        result, row = 0, 0
+        while vector:
+            if vector & 1:
+                result ^= matrix[row]
+            vector >>= 1
+            row += 1
+        return result
+
+    def square(matrix: list[int]) -> list[int]:
+        return [times(matrix, matrix[n]) for n in range(32)]
+
+    if length2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]   # one zero bit
+    even = square(odd)                                 # two
+    odd = square(even)                                 # four
+    while True:   # apply the bits of length2 (in bytes: the first square below is one byte)
+        even = square(odd)
+        if length2 & 1:
+            crc1 = times(even, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+        odd = square(even)
+        if length2 & 1:
+            crc1 = times(odd, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+    return crc1 ^ crc2
+
+
+def keep_winners(merged: BinaryIO, shares: Sequence[Sequence[str]], dest: Path) -> None:
+    """`merged`, a tarball read as a stream whose members are each share's names in order, rewritten at
+    `dest` with only the files the merge keeps (`winners`): when hosts' names clash."""
+    kept = winners(shares)
+    owners = [index for index, names in enumerate(shares) for _ in names]
+
     def write(out) -> int:
         written = 0
-        for open_share, names in zip(shares, kept, strict=True):
-            with open_share() as raw, tarfile.open(fileobj=raw, mode="r|gz") as share:
-                for member in share:
-                    if member.name in names:
-                        written += _add(out, member, share.extractfile(member))
+        with tarfile.open(fileobj=merged, mode="r|gz") as tar:
+            for owner, member in zip(owners, tar, strict=True):
+                if member.name in kept[owner]:
+                    written += _add(out, member, tar.extractfile(member))
         return written
     _write(dest, write)
 

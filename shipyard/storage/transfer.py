@@ -327,25 +327,37 @@ def upload_dir(local: Path, uri: str) -> int:
     return sum(p.stat().st_size for p in files)
 
 
-def concatenate(sources: Sequence[str], tail: bytes, uri: str, progress: Progress | None = None) -> int:
-    """`uri` becomes the objects `sources` (URIs on its store) one after the other, then `tail`; returns its
-    size. On S3 the bytes stay there (part copies of a multipart upload); elsewhere they are streamed
-    through this process a chunk at a time. Readers see the old object or the whole new one."""
+Piece = str | tuple[str, int] | bytes   # an object, an object from an offset on, or bytes given here
+
+
+def concatenate(pieces: Sequence[Piece], uri: str, progress: Progress | None = None) -> int:
+    """`uri` becomes `pieces` one after the other: objects (URIs on its store, whole or from an offset) and
+    bytes given here; returns its size. On S3 the objects' bytes stay there (part copies of a multipart
+    upload); elsewhere they are streamed through this process a chunk at a time. Readers see the old
+    object or the whole new one."""
     fs, path = filesystem(uri)
-    paths = [filesystem(source)[1] for source in sources]
+    objects = [piece if isinstance(piece, str) else piece[0] for piece in pieces if not isinstance(piece, bytes)]
     try:
-        sizes = [fs.size(p) for p in paths]
-        total = sum(sizes) + len(tail)
+        spans: list[tuple[str | bytes, int, int]] = []   # (object's path or bytes, start, end)
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                spans.append((piece, 0, len(piece)))
+            else:
+                source, start = (piece, 0) if isinstance(piece, str) else piece
+                source = filesystem(source)[1]
+                spans.append((source, start, fs.size(source)))
+        total = sum(end - start for _, start, end in spans)
         report = progress or (lambda done, total: None)
         report(0, total)
         assemble = _s3_concatenate if _speaks(fs, "s3") else _stream_concatenate
-        assemble(fs, list(zip(paths, sizes, strict=True)), tail, path, lambda done: report(done, total))
+        assemble(fs, spans, path, lambda done: report(done, total))
     except Exception as exc:  # botocore's and s3fs's errors have no common base to name
-        raise StorageError(f"could not assemble {uri} from {', '.join(sources)}: {storage_problem(exc)}") from exc
+        raise StorageError(f"could not assemble {uri} from {', '.join(objects) or 'nothing'}: "
+                           f"{storage_problem(exc)}") from exc
     return total
 
 
-def _s3_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str, advance: Callable[[int], None]) -> None:
+def _s3_concatenate(fs, spans: list[tuple[str | bytes, int, int]], path: str, advance: Callable[[int], None]) -> None:
     """S3 wants every part but the last to be at least S3_MIN_PART long: what is shorter is read here and
     sent with what follows it, so at most twice that is held here whatever the sizes."""
     bucket, key, _ = fs.split_path(path)
@@ -362,29 +374,29 @@ def _s3_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str, 
         done += size
         advance(done)
 
-    def send() -> None:
-        part(len(buffer), Body=bytes(buffer))
-        buffer.clear()
+    def take(data: bytes) -> None:
+        buffer.extend(data)
+        if len(buffer) >= S3_MIN_PART:
+            part(len(buffer), Body=bytes(buffer))
+            buffer.clear()
 
     try:
-        for source, size in sources:
-            offset = 0
-            if buffer:   # topped up to a part's minimum from the start of this source
-                offset = min(size, S3_MIN_PART - len(buffer))
-                buffer += fs.cat_file(source, start=0, end=offset)
-                if len(buffer) >= S3_MIN_PART:
-                    send()
+        for source, offset, size in spans:
+            if isinstance(source, bytes):
+                take(source)
+                continue
+            if buffer:   # topped up to a part's minimum from this object
+                top_up = min(size, offset + S3_MIN_PART - len(buffer))
+                take(fs.cat_file(source, start=offset, end=top_up))
+                offset = top_up
             while size - offset >= S3_MIN_PART:
                 end = size if size - offset <= S3_MAX_COPY else min(offset + S3_MAX_COPY, size - S3_MIN_PART)
                 part(end - offset, CopySource=source, CopySourceRange=f"bytes={offset}-{end - 1}")
                 offset = end
             if offset < size:
-                buffer += fs.cat_file(source, start=offset, end=size)
-                if len(buffer) >= S3_MIN_PART:
-                    send()
-        buffer += tail
-        if buffer or not parts:
-            send()
+                take(fs.cat_file(source, start=offset, end=size))
+        if buffer or not parts:   # the last part, of any size
+            part(len(buffer), Body=bytes(buffer))
         fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
                    MultipartUpload={"Parts": parts})
     except BaseException:
@@ -395,7 +407,7 @@ def _s3_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str, 
         fs.invalidate_cache(path)
 
 
-def _stream_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: str,
+def _stream_concatenate(fs, spans: list[tuple[str | bytes, int, int]], path: str,
                         advance: Callable[[int], None]) -> None:
     local = _speaks(fs, "file")
     if local:   # written aside and moved into place: readers never see it half written
@@ -407,13 +419,17 @@ def _stream_concatenate(fs, sources: list[tuple[str, int]], tail: bytes, path: s
     done = 0
     try:
         with fs.open(target, "wb") as out:
-            for source, _ in sources:
+            for source, offset, _ in spans:
+                if isinstance(source, bytes):
+                    out.write(source)
+                    done += len(source)
+                    continue
                 with fs.open(source, "rb") as src:
+                    src.seek(offset)
                     while chunk := src.read(CHUNK):
                         out.write(chunk)
                         done += len(chunk)
                         advance(done)
-            out.write(tail)
         if local:
             os.replace(target, path)
     except BaseException:

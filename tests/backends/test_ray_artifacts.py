@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import tarfile
 import types
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from shipyard.backends.local import LocalBackend
 from shipyard.backends.ray import streams
 from shipyard.backends.ray.backend import SHARES_DIR, RayBackend
-from shipyard.storage import transfer
+from shipyard.storage import archive, transfer
 
 MIB = 1 << 20
 
@@ -40,8 +41,15 @@ def _shared(root: Path, output: str, hosts: dict[str, dict[str, bytes]]) -> list
 
 
 def _members(body: bytes) -> dict[str, bytes]:
+    """The tarball's files, read as a stream (what tarfile's "r|gz" reads is one gzip member) and whole,
+    and as `gzip` and GNU tar read it."""
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r|gz") as tar:
+        streamed = {m.name: tar.extractfile(m).read() for m in tar}
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == streamed
+    listed = subprocess.run(["tar", "tzf", "-"], input=body, capture_output=True, check=True).stdout.decode()
+    assert listed.split() == list(streamed)
+    return streamed
 
 
 def test_tarballs_are_assembled_from_the_nodes_shares_in_storage(s3_proxy, s3, tmp_path):
@@ -64,8 +72,9 @@ def test_tarballs_are_assembled_from_the_nodes_shares_in_storage(s3_proxy, s3, t
     assert uploaded == {"model.tar.gz": (3, len(model)), "output.tar.gz": (2, len(data))}
     # algo-1's model share is one part copy; only algo-2's small share was read here (to send it on).
     def share(index: int, name: str) -> tuple[str, int]:
-        host = instances[index].host
-        return f"ray-out/job/output/{SHARES_DIR}/attempt-1/{host}/{name}", instances[index].shares[name]["bytes"]
+        """A share and what of it is read here: whole, or after its gzip header when it is not the first."""
+        host, size = instances[index].host, instances[index].shares[name]["bytes"]
+        return f"ray-out/job/output/{SHARES_DIR}/attempt-1/{host}/{name}", size - (index > 0) * archive.SHARE_DATA
 
     read_here = {key: n for key, n in s3_proxy.sent.items() if SHARES_DIR in key}
     assert read_here == dict([share(1, "model.tar.gz"), share(0, "output.tar.gz"), share(1, "output.tar.gz")])

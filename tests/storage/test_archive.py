@@ -1,14 +1,25 @@
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
 
 from shipyard.errors import StorageError, ValidationError
-from shipyard.storage.archive import make_tarball, pack_source, safe_extract
+from shipyard.storage.archive import (
+    SHARE_DATA,
+    collect,
+    crc32_combine,
+    gzip_end,
+    make_tarball,
+    pack_source,
+    safe_extract,
+    write_share,
+)
 
 
 def write(path: Path, text: str = "x") -> Path:
@@ -255,3 +266,27 @@ def test_not_a_tarball(tmp_path):
     (tmp_path / "junk.tar.gz").write_bytes(b"not a tar at all")
     with pytest.raises(StorageError, match="junk.tar.gz"):
         safe_extract(tmp_path / "junk.tar.gz", tmp_path / "d")
+
+
+# --- shares -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lengths", [(0, 0), (1, 0), (0, 1), (3, 1000), (70000, 5), (1, 1 << 20)])
+def test_crc32_combine_is_zlibs(lengths):
+    a, b = os.urandom(lengths[0]), os.urandom(lengths[1])
+    assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+def test_shares_joined_are_one_gzip_member_of_every_hosts_files(tmp_path):
+    sums, bodies = [], []
+    for host, files in {"h1": {"a": "one", "d/b": "two"}, "h2": {}, "h3": {"c": "three"}}.items():
+        for name, text in files.items():
+            write(tmp_path / host / name, text)
+        (tmp_path / host).mkdir(exist_ok=True)
+        sums.append(write_share(tmp_path / f"{host}.share", collect([tmp_path / host])))
+        body = (tmp_path / f"{host}.share").read_bytes()
+        bodies.append(body if not bodies else body[SHARE_DATA:])
+    (tmp_path / "joined.tar.gz").write_bytes(b"".join(bodies) + gzip_end(sums))
+    gzip.decompress((tmp_path / "joined.tar.gz").read_bytes())   # one member: its CRC and length check out
+    with tarfile.open(tmp_path / "joined.tar.gz", "r|gz") as tar:   # stream mode reads one gzip member only
+        assert {m.name: tar.extractfile(m).read().decode() for m in tar} == {"a": "one", "d/b": "two", "c": "three"}

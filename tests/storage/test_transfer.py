@@ -251,39 +251,40 @@ def test_download_asks_once_per_piece_and_never_heads_an_object(s3_proxy, s3, tm
 
 
 def test_concatenate_on_s3_copies_what_it_can_in_place(s3_proxy, s3):
-    """Pieces of at least S3's part minimum are part copies (their bytes never come here); shorter ones
-    are read and sent with their neighbours, topped up from the start of the next piece."""
+    """Objects (or what follows an offset in one) of at least S3's part minimum are part copies, their
+    bytes never coming here; shorter ones and the bytes given are sent with their neighbours, topped up
+    from the next object."""
     bucket = s3.bucket("parts")
     mib = 1 << 20
-    pieces = {"big": os.urandom(6 * mib), "small": b"s" * 100, "large": os.urandom(11 * mib), "tiny": b"t" * 3}
-    for key, body in pieces.items():
+    objects = {"big": os.urandom(6 * mib), "small": b"s" * 100, "large": os.urandom(11 * mib), "tiny": b"t" * 3}
+    for key, body in objects.items():
         s3.put(f"{bucket}/{key}", body)
     seen = []
-    size = transfer.concatenate([f"{bucket}/{key}" for key in pieces], b"END", f"{bucket}/out/all",
-                                progress=lambda done, total: seen.append((done, total)))
-    whole = b"".join(pieces.values()) + b"END"
+    pieces = [f"{bucket}/big", b"HEAD", f"{bucket}/small", (f"{bucket}/large", 4), f"{bucket}/tiny", b"END"]
+    size = transfer.concatenate(pieces, f"{bucket}/out/all", progress=lambda done, total: seen.append((done, total)))
+    whole = objects["big"] + b"HEAD" + objects["small"] + objects["large"][4:] + objects["tiny"] + b"END"
     assert (size, s3.get(f"{bucket}/out/all")) == (len(whole), whole)
     assert s3_proxy.sent["parts/big"] == 0
-    # The rest of "large" after topping "small" up to 5 MiB is copied: only that top-up was read here.
-    assert s3_proxy.sent["parts/large"] == transfer.S3_MIN_PART - 100
+    # "large" after its offset tops HEAD and "small" up to 5 MiB; the rest is copied, never read here.
+    assert s3_proxy.sent["parts/large"] == transfer.S3_MIN_PART - 104
     assert seen[0] == (0, len(whole)) and seen[-1] == (len(whole), len(whole))
 
 
 def test_concatenate_short_pieces_and_nothing(s3, tmp_path):
     bucket = s3.bucket("short")
     s3.put(f"{bucket}/a", b"aa")
-    assert transfer.concatenate([f"{bucket}/a", f"{bucket}/a"], b"!", f"{bucket}/two") == 5
+    assert transfer.concatenate([f"{bucket}/a", f"{bucket}/a", b"!"], f"{bucket}/two") == 5
     assert s3.get(f"{bucket}/two") == b"aaaa!"
-    assert transfer.concatenate([], b"only", f"{bucket}/none") == 4
+    assert transfer.concatenate([b"only"], f"{bucket}/none") == 4
     assert s3.get(f"{bucket}/none") == b"only"
     with pytest.raises(StorageError, match="could not assemble .*/missing"):
-        transfer.concatenate([f"{bucket}/missing"], b"", f"{bucket}/x")
+        transfer.concatenate([f"{bucket}/missing"], f"{bucket}/x")
 
 
 def test_concatenate_local_files(tmp_path):
     for name, body in {"a": b"first ", "b": b"second"}.items():
         (tmp_path / name).write_bytes(body)
     out = tmp_path / "out" / "joined"
-    assert transfer.concatenate([str(tmp_path / "a"), f"file://{tmp_path}/b"], b".", str(out)) == 13
-    assert out.read_bytes() == b"first second."
+    assert transfer.concatenate([str(tmp_path / "a"), (f"file://{tmp_path}/b", 3), b"."], str(out)) == 10
+    assert out.read_bytes() == b"first ond."
     assert sorted(p.name for p in out.parent.iterdir()) == ["joined"]   # no temporary file left

@@ -170,25 +170,28 @@ class RayBackend:
 
     def upload_artifacts(self, instances: list, output: str, progress) -> dict:
         """Each tarball assembled in storage from the shares the instances' nodes uploaded, in host order.
-        Where hosts' files clash (names must not, SageMaker says), the later host's is kept and the rest
-        left out: that tarball is rewritten through here instead (streamed, not held)."""
+        Where hosts' names clash (SageMaker says they must not), the later host's file is kept and the
+        others left out, as for a local job: that tarball is then rewritten through here (streamed)."""
         from shipyard.storage import archive, transfer
         from shipyard.storage.uri import filesystem, join, remove_tree
 
         uploaded = {}
         for name in archive.ARTIFACTS:
             shares = [i.shares[name] for i in instances if name in i.shares]
-            kept = archive.winners([share["names"] for share in shares])
-            files = sum(map(len, kept))
-            if files == sum(len(share["names"]) for share in shares):
-                size = transfer.concatenate([share["uri"] for share in shares], archive.END, join(output, name),
-                                            progress(name))
-            else:
-                fs = filesystem(output)[0]
+            target = join(output, name)
+            end = archive.gzip_end([(share["crc"], share["length"]) for share in shares])
+            # The first share whole (its gzip header is the tarball's), the others' deflate data only.
+            pieces = ([shares[0]["uri"], *((share["uri"], archive.SHARE_DATA) for share in shares[1:])] if shares
+                      else [archive.GZIP_HEAD])
+            size = transfer.concatenate([*pieces, end], target, progress(name))
+            names = [share["names"] for share in shares]
+            files = sum(map(len, archive.winners(names)))
+            if files < sum(map(len, names)):
+                fs, path = filesystem(target)
                 tarball = self.job_dir / "artifacts" / name
-                opens = [lambda uri=share["uri"]: fs.open(filesystem(uri)[1], "rb") for share in shares]
-                archive.merge_shares(opens, kept, tarball)
-                transfer.upload_file(tarball, join(output, name), progress=progress(name))
+                with fs.open(path, "rb") as merged:
+                    archive.keep_winners(merged, names, tarball)
+                transfer.upload_file(tarball, target, progress=progress(name))
                 size = tarball.stat().st_size
             uploaded[name] = (files, size)
         remove_tree(join(output, SHARES_DIR))

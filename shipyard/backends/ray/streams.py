@@ -54,7 +54,8 @@ def changed_files(directory: str | None, seen: dict[str, int]) -> dict[str, byte
 
 def share_artifacts(ml_dir: Path, uri: str, log_path: str) -> dict[str, dict]:
     """This host's share of each of the job's tarballs, uploaded to `uri`/<tarball> from this node, its
-    progress written to the host log: {tarball: {"uri", "names", "bytes"}} for those it has files for."""
+    progress written to the host log: {tarball: {"uri", "names", "bytes", "crc", "length"}} for those it
+    has files for (`names` in the share's order; the CRC-32 and length of its uncompressed bytes)."""
     from shipyard.storage import archive, transfer
     from shipyard.storage import uri as uris
 
@@ -65,13 +66,13 @@ def share_artifacts(ml_dir: Path, uri: str, log_path: str) -> dict[str, dict]:
             continue
         local = ml_dir.parent / f"share-{name}"
         try:
-            archive.write_share(local, files)
+            crc, length = archive.write_share(local, files)
             size = local.stat().st_size
             destination = uris.join(uri, name)
             transfer.upload_file(local, destination, progress=_progress_to(log_path, f"upload {name} share"))
         finally:
             local.unlink(missing_ok=True)
-        shares[name] = {"uri": destination, "names": sorted(files), "bytes": size}
+        shares[name] = {"uri": destination, "names": sorted(files), "bytes": size, "crc": crc, "length": length}
     return shares
 
 

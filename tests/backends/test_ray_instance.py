@@ -90,9 +90,10 @@ def fake_ray(monkeypatch):
         killed.append(actor)
 
     fake = types.SimpleNamespace(get=lambda ref, timeout=None: ref(), wait=lambda refs, timeout=None: (refs, []),
-                                 kill=kill, exceptions=ray.exceptions,
-                                 nodes=lambda: [{"NodeID": NODE, "Alive": True}], is_initialized=lambda: True)
+                                 kill=kill, exceptions=ray.exceptions, is_initialized=lambda: True)
     monkeypatch.setattr(ray_backend, "_ray", lambda: fake)
+    monkeypatch.setattr(ray_backend, "_node_alive", lambda node_id: node_id == NODE)   # the node stays up
+    monkeypatch.setattr(ray_backend, "cluster_lost", lambda address: None)            # and so does the head
     monkeypatch.setattr(ray_backend, "PULL_SECONDS", 0.01)
     fake.killed = killed
     return fake

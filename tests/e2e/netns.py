@@ -22,7 +22,8 @@ What each host keeps apart (`nothing shared by accident`):
 clean environment (PATH with this Python's bin directory first, HOME on the host) plus what is given;
 `cut(i)` / `heal(i)` take host i's link down / up (its bridge port: the host keeps its address, as with
 a pulled cable); `kill_node(i)` kills every process of host i but its holder (a machine that crashed,
-whose network namespace stays), `start_node(i)` starts its Ray node again.
+whose network namespace stays), `start_node(i)` starts its Ray node again; `restart_head()` restarts the
+head's Ray (`ray stop --force`, `ray start --head`), leaving what else runs on host 0.
 
 Teardown (`close`, also when setup fails halfway) kills every holder (the kernel then kills all of the
 host's processes, including the sandboxes nested in it), deletes the namespaces, the veths and the bridge,
@@ -386,6 +387,19 @@ class NetnsCluster:
         if self._nodes[i] is not None:
             self._nodes[i].wait(10)
             self._nodes[i] = None
+
+    def restart_head(self) -> None:
+        """The head's Ray is restarted as users restart it (`ray stop --force`, then `ray start --head`); what
+        else runs on host 0 runs on. Without GCS fault tolerance the new head is a new cluster: the workers'
+        raylets give up on the old one (in about a minute) and must be started again to join it."""
+        stopped = self.run(0, ["ray", "stop", "--force"], self.ray_env, timeout=60)
+        if stopped.returncode != 0:
+            raise RuntimeError(f"`ray stop --force` on the head failed: {stopped.stderr[-2000:]}")
+        if self._nodes[0] is not None:
+            self._nodes[0].wait(30)
+            self._nodes[0] = None
+        self.start_node(0)
+        self._wait_for_port(0, RAY_PORT, 60)
 
     # -- teardown ----------------------------------------------------------------------------------
 

@@ -8,10 +8,14 @@ what each host sees, and the test checks it against the hosts it knows: each ins
 host's namespace, algo-N resolves everywhere to algo-N's host, the contract's network interface is the one
 that holds the host's address, the rendezvous port is chosen on algo-1's host, and the all_reduce spans
 both hosts. A spot job's host cut from the network mid-job is lost, replaced on the spare worker, and
-reachable there by the survivor under its host name."""
+reachable there by the survivor under its host name. A large model goes from its node to S3 without
+passing through the controller, whose memory stays low. A job whose worker host crashes (kill -9 of everything
+on it) fails naming the host and its node; a job whose head is restarted fails naming the head; neither
+leaves a process of the job on any host. A test first starts again the nodes an earlier one lost."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -35,6 +39,9 @@ QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_t
 # Job ports on the workers (runtime/ports.py takes them from 20000 up to the ephemeral range, less the
 # span of a 2-instance job: 4 ports).
 PORT_WINDOW = range(20000, 20007)
+# The model algo-1 writes in the artifacts test, and what the controller's memory must stay under (a
+# controller that received the model held all of it; without one its peak is about 165 MB).
+BIG_MODEL_MB, CONTROLLER_MB = 256, 200
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -184,6 +191,51 @@ def test_torch_distributed_across_hosts_sees_each_host_as_its_own(hosts, s3_on_b
         assert not list(hosts.on_host(i, "/tmp/shipyard-ray").glob("*/instances/*/ml")), i
 
 
+def test_a_large_model_goes_from_its_node_to_storage_not_through_the_controller(hosts, s3_on_bridge):
+    """algo-1 writes a model of BIG_MODEL_MB random megabytes, algo-2 a small file: algo-1's node uploads
+    its share itself (its progress in the host log), the controller assembles model.tar.gz in S3 and its
+    peak memory stays under CONTROLLER_MB (when the node sent it the model, it held all of it), and the
+    tarball holds both hosts' files, the weights intact."""
+    _all_nodes_up(hosts)
+    source = hosts.on_host(HEAD, "/tmp/big-src")
+    source.mkdir()
+    shutil.copy(SCRIPTS / "hosts_big_model.py", source / "train.py")
+    name = f"big-{os.getpid()}"
+    env = {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home",
+           "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
+    ran = hosts.run(HEAD, [
+        "shipyard", "run", "train.py", "--source-dir", "/tmp/big-src", "--instance-count", "2",
+        "--hp", f"megabytes={BIG_MODEL_MB}", "--output-path", "s3://out/jobs", "--backend", "ray",
+        "--job-name", name, "--no-logs"], env, timeout=300)
+    job_dir = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}")
+    controller_log = _read(job_dir / "controller.log")
+    assert ran.returncode == 0, f"{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}\n{controller_log[-3000:]}"
+    algo_1 = _read(job_dir / "logs" / "algo-1.log")
+    assert "shipyard-ray: upload model.tar.gz share: " in algo_1 and "done in" in algo_1
+
+    peak = int(controller_log.split("controller: peak memory ")[1].split()[0])
+    print(f"\n[netns] a {BIG_MODEL_MB} MB model: the controller's peak memory was {peak} MB")
+    assert peak < CONTROLLER_MB, controller_log[-2000:]
+
+    described = json.loads(hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60).stdout)
+    bucket, _, key = described["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    body = _s3(s3_on_bridge).get_object(Bucket=bucket, Key=key)["Body"]
+    sizes, digest = {}, hashlib.sha256()
+    with tarfile.open(fileobj=body, mode="r|gz") as tar:   # read as it comes: the test holds none of it
+        for member in tar:
+            sizes[member.name] = member.size
+            if member.name == "weights.bin":
+                reader = tar.extractfile(member)
+                while chunk := reader.read(1 << 20):
+                    digest.update(chunk)
+    assert sizes == {"algo-1.json": sizes["algo-1.json"], "algo-2.json": sizes["algo-2.json"],
+                     "weights.bin": BIG_MODEL_MB << 20}
+    assert f"weights sha256 {digest.hexdigest()}" in algo_1
+    listed = _s3(s3_on_bridge).list_objects_v2(Bucket="out", Prefix=f"jobs/{name}/")
+    assert sorted(o["Key"].removeprefix(f"jobs/{name}/") for o in listed["Contents"]) == [
+        "output/model.tar.gz", "output/output.tar.gz", "source/sourcedir.tar.gz"]   # the shares are gone
+
+
 def _job_processes(hosts: NetnsCluster, job: str) -> dict[int, list[str]]:
     """The job's processes on each host, seen from here (root sees every host's processes)."""
     import psutil
@@ -263,3 +315,109 @@ def _model_records(client, description: dict) -> dict[str, dict]:
     body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         return {m.name.removesuffix(".json"): json.load(tar.extractfile(m)) for m in tar.getmembers() if m.isfile()}
+
+
+def _all_nodes_up(hosts: NetnsCluster) -> None:
+    """Every host's Ray node alive, as the module started them: a node an earlier test lost (cut off, killed)
+    is started again."""
+    alive = set(hosts.alive_nodes().values())
+    for i in range(hosts.size):
+        if hosts.addresses[i] not in alive:
+            hosts.kill_node(i)   # whatever of its old node is left
+            hosts.start_node(i)
+    hosts.wait_for_nodes(hosts.size)
+
+
+def _submit(hosts: NetnsCluster, s3: str, name: str, *args: str) -> dict[str, str]:
+    """Submits hosts_spot.py as a 2-instance job from the head (--detach); returns the CLI's environment."""
+    source = hosts.on_host(HEAD, f"/tmp/{name}-src")
+    source.mkdir()
+    shutil.copy(SCRIPTS / "hosts_spot.py", source / "train.py")
+    env = {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home", "SHIPYARD_S3_ENDPOINT_URL": s3,
+           **AWS}
+    submitted = hosts.run(HEAD, [
+        "shipyard", "run", "train.py", "--source-dir", f"/tmp/{name}-src", "--instance-count", "2",
+        "--checkpoint-s3-uri", f"s3://out/ckpt-{name}", "--output-path", "s3://out/jobs", "--backend", "ray",
+        "--job-name", name, "--stop-grace-seconds", "5", "--detach", *args], env, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    return env
+
+
+def _wait_for_log(path: Path, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in _read(path):
+        assert time.monotonic() < deadline, f"{text!r} not in {path} after {timeout} s:\n{_read(path)[-3000:]}"
+        time.sleep(0.2)
+
+
+def test_a_worker_killed_with_kill_9_fails_the_job_naming_the_host_and_its_node(hosts, s3_on_bridge):
+    """algo-2's worker host crashes mid-job (every process on it SIGKILLed: the raylet, the actor, the agent,
+    the script): Ray marks its node dead and the (not spot) job fails, its FailureReason naming algo-2 and the
+    node with its address; the survivor is stopped, nothing of the job is left on any host, and both hosts'
+    logs are kept."""
+    _all_nodes_up(hosts)
+    name = f"killed-{os.getpid()}"
+    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=600", "--max-run", "300")
+    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
+    _wait_for_log(logs / "algo-2.log", "step=20", 120)
+    placed = {h: _placed_on(hosts, _read(logs / f"{h}.log"), h) for h in ("algo-1", "algo-2")}
+    node = _read(logs / "algo-2.log").split("algo-2 started on node ")[1].split()[0]   # its id's first 12
+    killed = time.monotonic()
+    hosts.kill_node(placed["algo-2"])   # started again by the next test that needs it (_all_nodes_up)
+    waited = hosts.run(HEAD, ["shipyard", "jobs", "wait", name], env, timeout=120)
+    print(f"\n[netns] the job ended {time.monotonic() - killed:.1f} s after its host was killed")
+    described = _describe(hosts, env, name)
+    shown = "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"
+                      for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))
+    assert (waited.returncode, described["TrainingJobStatus"]) == (1, "Failed"), shown
+    # Ray may report the actor dead before its health checks find the node dead: either way, the host,
+    # the node and its address are named.
+    reason = described["FailureReason"]
+    assert reason.startswith("InternalServerError: algo-2: ") and f"node {node}" in reason, reason
+    assert f"({hosts.addresses[placed['algo-2']]})" in reason and "died" in reason, reason
+    assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Failed"], shown
+    # The logs of both hosts, up to the loss (algo-2's) and to the survivor's stop (algo-1's).
+    assert "step=20" in _read(logs / "algo-2.log") and "algo-2 lost: " in _read(logs / "algo-2.log"), shown
+    assert "step=20" in _read(logs / "algo-1.log"), shown
+    deadline = time.monotonic() + 30
+    while (left := _job_processes(hosts, name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
+    assert not list(hosts.on_host(placed["algo-1"], "/tmp/shipyard-ray").glob("*/instances/*/ml"))
+
+
+def _describe(hosts: NetnsCluster, env: dict[str, str], name: str) -> dict:
+    described = hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60)
+    assert described.returncode == 0, described.stderr
+    return json.loads(described.stdout)
+
+
+def test_a_head_restarted_mid_job_fails_the_job_naming_the_head_and_leaves_nothing_running(hosts, s3_on_bridge):
+    """The head's Ray is restarted (`ray stop --force`, `ray start --head`) while a job runs, its controller on
+    the head host. Without GCS fault tolerance that is a new cluster: the old one's nodes, actors and placement
+    group are gone with its state, and Ray would end the controller (its driver) once the head is away for a
+    minute. The controller notices at once (the new head refuses the old cluster's ID), kills the instances'
+    processes on the workers while their actors still answer (the workers' raylets give up on the head only a
+    minute later), and the job fails naming the head, each host's log kept and saying why."""
+    _all_nodes_up(hosts)
+    name = f"head-{os.getpid()}"
+    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=600", "--max-run", "300")
+    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
+    shown = lambda: "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"  # noqa: E731
+                              for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))
+    _wait_for_log(logs / "algo-2.log", "step=10", 120)
+    restarted = time.monotonic()
+    hosts.restart_head()   # the workers join the new head when the next test that needs them starts them
+    waited = hosts.run(HEAD, ["shipyard", "jobs", "wait", name], env, timeout=60)
+    print(f"\n[netns] the job ended {time.monotonic() - restarted:.1f} s after the head's restart began")
+    assert not _job_processes(hosts, name), shown()
+    described = _describe(hosts, env, name)
+    assert (waited.returncode, described["TrainingJobStatus"]) == (1, "Failed"), shown()
+    # Restarted (the new head refuses the old cluster's ID), or, when the restart takes long, not answering.
+    why = f"the Ray cluster's head at {hosts.ray_address} "
+    assert described["FailureReason"].startswith("InternalServerError: algo-"), described["FailureReason"]
+    assert why in described["FailureReason"], described["FailureReason"]
+    assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Failed"], shown()
+    for host in ("algo-1", "algo-2"):   # each instance's processes killed by the controller, saying why
+        log = _read(logs / f"{host}.log")
+        assert "step=10" in log and f"{host} lost: {why}" in log, shown()

@@ -41,6 +41,10 @@ PULL_SECONDS = 0.2          # how often a running instance's new log lines and e
 CALL_TIMEOUT_SECONDS = 60.0  # a node that does not answer a call in this long is treated as unreachable
 WAIT_POLL_SECONDS = 1.0      # how often a waiting placement group is checked (and its message renewed)
 LOST_EXIT_CODE = 137         # what poll() says for an instance whose node or actor died
+CLUSTER_CHECK_SECONDS = 1.0  # how often running instances ask whether their cluster's head is still there
+# A head that does not answer this long is lost: Ray ends a driver (the controller) whose head is away for
+# 60 s (gcs_rpc_server_reconnect_timeout_s), and the job must end in a true state before that.
+HEAD_LOST_SECONDS = 20.0
 POOL_ACTOR_PREFIX = "shipyard-pool:"   # a warm pool's placement group and actors: PREFIX + pool [+ ":" + host]
 # What the host log says when an actor call raised on the node, by call.
 FAILED_CALLS = {"start": "could not start", "pull": "could not read the logs and events of",
@@ -243,11 +247,48 @@ _connecting = threading.Lock()
 
 
 def connect(address: str) -> None:
-    """Once per process; placements (a reused pool's: one per instance) may ask from several threads."""
+    """Once per process; placements (a reused pool's: one per instance) may ask from several threads. A
+    connection to a cluster that is gone (cluster_lost) cannot be made again in this process: Ray ends the
+    process when its connection is shut down after its head's raylet died."""
     ray = _ray()
     with _connecting:
         if not ray.is_initialized():
             ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
+            _head.update(lost=None, unanswered_since=None, checked=0.0)   # a new connection: to a live head
+        elif lost := cluster_lost(address):
+            raise RuntimeError(f"{lost}; this controller was connected to the old cluster and cannot connect to "
+                               "another: submit the job again to run it on the new one")
+
+
+# What this process knows of its cluster's head (cluster_lost): every instance's pump asks, one asks Ray.
+_head: dict = {"lost": None, "unanswered_since": None, "checked": 0.0}
+_checking_head = threading.Lock()
+_losing = threading.Lock()   # one pump ends the instances of a cluster that is gone (_cluster_gone)
+
+
+def cluster_lost(address: str) -> str | None:
+    """Why the Ray cluster this process is connected to is gone, or None while it is there. Without GCS
+    fault tolerance (an external Redis) the head's GCS is the cluster's state: a head restarted is a new
+    cluster, which refuses our cluster ID and has none of our nodes, actors or placement groups; a head that
+    does not answer for HEAD_LOST_SECONDS is lost too. Asked of Ray at most every CLUSTER_CHECK_SECONDS
+    (its own liveness check); once lost, lost for the rest of the process."""
+    ray = _ray()
+    with _checking_head:
+        if _head["lost"] or time.monotonic() - _head["checked"] < CLUSTER_CHECK_SECONDS:
+            return _head["lost"]
+        try:
+            ray._private.worker.global_worker.gcs_client.check_alive([], timeout=CLUSTER_CHECK_SECONDS)
+            _head["unanswered_since"] = None
+        except ray.exceptions.AuthenticationError:   # WrongClusterID: the GCS there is a new one
+            _head["lost"] = (f"the Ray cluster's head at {address} was restarted, and the cluster's state with it "
+                             "(without GCS fault tolerance its nodes, actors and placement groups are gone)")
+        except Exception as exc:
+            _head["unanswered_since"] = _head["unanswered_since"] or time.monotonic()
+            if time.monotonic() - _head["unanswered_since"] >= HEAD_LOST_SECONDS:
+                _head["lost"] = (f"the Ray cluster's head at {address} did not answer for {HEAD_LOST_SECONDS:g}s "
+                                 f"({type(exc).__name__}: {exc})")
+        _head["checked"] = time.monotonic()
+        return _head["lost"]
 
 
 class Placement:
@@ -465,6 +506,10 @@ class RayInstance:
         ray = _ray()
         unanswered_since: float | None = None
         while self._code is None:
+            # Calls to the actor go to its node directly, and answer for a while after the head is gone.
+            if lost := cluster_lost(self.placement.address):
+                self._cluster_gone(lost)
+                return
             try:
                 chunk = ray.get(self.actor.pull.remote(*self.mirror.offsets()), timeout=CALL_TIMEOUT_SECONDS)
             except ray.exceptions.ActorUnavailableError as exc:
@@ -519,9 +564,11 @@ class RayInstance:
             self.mirror.note(f"{FAILED_CALLS[call]} {self.host} on {self.location}: {exc.cause if exc.cause else exc}")
             self._finish(1)
             return
+        if lost := cluster_lost(self.placement.address):
+            self._cluster_gone(lost)
+            return
         node = f"node {self.node_id} ({self.node_address})"
-        alive = any(n["NodeID"] == self.node_id and n["Alive"] for n in _nodes())
-        if not alive:
+        if not _node_alive(self.node_id):
             self.lost_reason = f"{node} died"
         elif isinstance(exc, ray.exceptions.ActorUnavailableError):
             self.lost_reason = f"its Ray actor on {node} did not answer for {CALL_TIMEOUT_SECONDS:g}s"
@@ -534,6 +581,24 @@ class RayInstance:
     def _fail(self, message: str) -> None:
         self.mirror.note(message)
         self._finish(1)
+
+    def _cluster_gone(self, reason: str) -> None:
+        """The cluster is gone (cluster_lost): so is every instance placed on it. Their processes are killed
+        while their actors still answer (the worker nodes run on for a while without their head, then take
+        them along when they give up on it), all before any is reported lost, so that none is taken for a
+        survivor. Each instance's pump may notice first: one does it."""
+        with _losing:
+            instances = [i for i in [*self.placement.members, *self.placement.kept] if i._code is None]
+            for instance in instances:
+                if instance.actor is not None:
+                    try:
+                        _ray().get(instance.actor.kill.remote(), timeout=CLUSTER_CHECK_SECONDS * 5)
+                    except Exception:
+                        pass   # its node is gone already, and the instance with it
+            for instance in instances:
+                instance.lost_reason = reason
+                instance.mirror.note(f"{instance.host} lost: {reason}")
+                instance._finish(LOST_EXIT_CODE)
 
     def _finish(self, code: int) -> None:
         with self._finishing:
@@ -627,8 +692,11 @@ def _pool_actor(name: str):
     return _ray().get_actor(name, namespace="shipyard")
 
 
-def _nodes() -> list[dict]:
+def _node_alive(node_id: str | None) -> bool:
+    """Whether the cluster has the node alive; asked of the GCS directly (ray.nodes() ends the process
+    when the head was restarted meanwhile)."""
     try:
-        return _ray().nodes()
+        nodes = _ray()._private.worker.global_worker.gcs_client.get_all_node_info(timeout=CLUSTER_CHECK_SECONDS * 5)
     except Exception:
-        return []
+        return False
+    return any(id_.hex() == node_id and info.state == 0 for id_, info in nodes.items())   # 0: GcsNodeState ALIVE

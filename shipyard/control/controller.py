@@ -23,6 +23,7 @@ import enum
 import functools
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -31,6 +32,7 @@ import traceback
 from pathlib import Path
 
 from shipyard.control.decisions import Complete, Decision, Fail, Interrupt, Retry, Stop
+from shipyard.runtime.mpi import SECRET_ENV
 from shipyard.settings import shipyard_home
 
 POLL_SECONDS = 0.1
@@ -811,6 +813,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m shipyard.control.controller JOB [--continue] [--warm=POOL,HOST=FD...]",
               file=sys.stderr)
         return 2
+    # The job's secret, here and never in a file: its instances inherit this process's environment.
+    os.environ[SECRET_ENV] = secrets.token_urlsafe(32)
     controller = JobController(shipyard_home(), args[0], continuing)
     if warm:
         pool, *pairs = warm.split(",")

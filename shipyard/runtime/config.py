@@ -55,6 +55,9 @@ class AgentConfig:
     sandboxed: bool
     channels: tuple[ChannelSource, ...] = ()
     network_interface: str = NETWORK_INTERFACE
+    # A Ray instance's: its node's network (CIDR), the same on every host where interface names differ
+    # (backends/ray/actor.py). None for local instances, whose interface is lo on every one.
+    network_subnet: str | None = None
     gpu_ids: tuple[str, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
     instance_type: str = "local"
@@ -123,7 +126,7 @@ class AgentConfig:
 
         return LaunchContext(
             master_port=self.master_port, host_addresses=self.host_addresses, sandboxed=self.sandboxed,
-            instance_dir=self.instance_dir,
+            instance_dir=self.instance_dir, network_subnet=self.network_subnet,
         )
 
     def write(self, path: Path) -> None:

@@ -3,15 +3,18 @@ node runs, the controller's copies of the instance's files, and what is refused 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
 
 from shipyard.backends import sandbox
 from shipyard.backends.ray import placement as ray_placement
+from shipyard.backends.ray.actor import subnet_of
 from shipyard.backends.ray.backend import RayBackend, RayInstancePlan, node_job_dir
 from shipyard.control.planning import plan_job
 from shipyard.errors import ValidationError
+from shipyard.runtime.launchers import get
 from shipyard.spec.catalog import get_instance_type
 from shipyard.spec.job import JobSpec
 
@@ -103,12 +106,29 @@ def test_file_channel_is_refused_with_its_name(home):
         plan_job(spec, home / "jobs" / "x")
 
 
-def test_mpi_is_refused_on_ray_with_the_fix(home, monkeypatch):
-    monkeypatch.setenv("SHIPYARD_RAY_SHARED_STORAGE", "1")   # not what makes it impossible
+def test_mpi_on_ray_gives_mpirun_the_nodes_subnet(home):
+    """Interface names may differ between hosts: mpirun gets the network, each rank its own interface."""
+    if sandbox.bwrap_problem():
+        pytest.skip(f"mpi needs the sandbox: {sandbox.bwrap_problem()}")
     spec = _spec(hyperparameters={**_spec().hyperparameters, "sagemaker_mpi_enabled": "true"})
-    with pytest.raises(ValidationError) as err:
-        plan_job(spec, home / "jobs" / "x")
-    assert err.value.field == "distribution.mpi" and "backend='local'" in str(err.value)
+    nodes = {"algo-1": "10.0.1.7", "algo-2": "10.0.1.9"}
+    plans = {}
+    for launch in plan_job(spec, home / "jobs" / "x", master_port=29400):
+        # What the host's actor makes of the plan once placed (backends/ray/actor.py).
+        config = dataclasses.replace(launch.instance.node.config, host_addresses=nodes, master_port=20000,
+                                     network_interface={"algo-1": "ens5", "algo-2": "eth0"}[launch.instance.host],
+                                     network_subnet="10.0.1.0/24")
+        plans[launch.instance.host] = get("mpi").plan(config.training_environment(), config.launch_context())
+    leader, worker = plans["algo-1"], plans["algo-2"]
+    argv = leader.argv
+    assert argv[argv.index("btl_tcp_if_include") + 1] == argv[argv.index("oob_tcp_if_include") + 1] == "10.0.1.0/24"
+    assert not any(token.startswith("NCCL_SOCKET_IFNAME") for token in argv)
+    assert (leader.env["NCCL_SOCKET_IFNAME"], worker.env["NCCL_SOCKET_IFNAME"]) == ("ens5", "eth0")
+    assert leader.env["SHIPYARD_MPI_MAILBOX_PORT"] == worker.env["SHIPYARD_MPI_MAILBOX_PORT"] == "20003"
+
+
+def test_the_subnet_is_the_network_of_the_interface_holding_the_address():
+    assert subnet_of("127.0.0.1") == "127.0.0.0/8"
 
 
 def test_waiting_message_names_the_shortage_and_the_fix():

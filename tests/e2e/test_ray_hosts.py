@@ -9,7 +9,8 @@ host's namespace, algo-N resolves everywhere to algo-N's host, the contract's ne
 that holds the host's address, the rendezvous port is chosen on algo-1's host, and the all_reduce spans
 both hosts. A spot job's host cut from the network mid-job is lost, replaced on the spare worker, and
 reachable there by the survivor under its host name. A large model goes from its node to S3 without
-passing through the controller, whose memory stays low. A job whose worker host crashes (kill -9 of everything
+passing through the controller, whose memory stays low. An mpi job runs a rank on each of two hosts
+with no shared files and no SSH. A job whose worker host crashes (kill -9 of everything
 on it) fails naming the host and its node; a job whose head is restarted fails naming the head; neither
 leaves a process of the job on any host. A test first starts again the nodes an earlier one lost."""
 
@@ -234,6 +235,56 @@ def test_a_large_model_goes_from_its_node_to_storage_not_through_the_controller(
     listed = _s3(s3_on_bridge).list_objects_v2(Bucket="out", Prefix=f"jobs/{name}/")
     assert sorted(o["Key"].removeprefix(f"jobs/{name}/") for o in listed["Contents"]) == [
         "output/model.tar.gz", "output/output.tar.gz", "source/sourcedir.tar.gz"]   # the shares are gone
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpi jobs need OpenMPI (make setup)")
+def test_mpi_job_runs_one_rank_on_each_of_two_hosts(hosts, s3_on_bridge):
+    """A 2-instance mpi job: the hosts share no files, so the workers' orted commands come from the
+    leader's mailbox over the network, and mpirun reaches the other host through the nodes' subnet (their
+    interface names differ). Each rank ran in its own worker host's namespace; the allreduce spans both."""
+    _all_nodes_up(hosts)
+    started = time.monotonic()
+    source = hosts.on_host(HEAD, "/tmp/mpi-src")   # the submitting host's own files: the test's are not there
+    source.mkdir()
+    shutil.copy(SCRIPTS / "mpi_allreduce.py", source / "train.py")
+    name = f"hosts-mpi-{os.getpid()}"
+    env = {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home",
+           "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
+    submitted = hosts.run(HEAD, [
+        "shipyard", "run", "train.py", "--source-dir", "/tmp/mpi-src", "--instance-count", "2",
+        "--distribution", "mpi", "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name,
+        "--max-run", "300", "--stop-grace-seconds", "5", "--no-logs"], env, timeout=300)
+    print(f"\n[netns] the mpi job ran in {time.monotonic() - started:.1f} s (submit to end, from the head)")
+    described = hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60)
+    logs = {h: hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs/{h}.log") for h in ("algo-1", "algo-2")}
+    shown = "\n".join(f"--- {h}:\n{p.read_text()[-3000:] if p.exists() else '(no log)'}" for h, p in logs.items())
+    assert described.returncode == 0, described.stderr
+    description = json.loads(described.stdout)
+    assert (submitted.returncode, description["TrainingJobStatus"]) == (0, "Completed"), (
+        f"{description.get('FailureReason')}\n{submitted.stdout[-3000:]}\n{submitted.stderr[-3000:]}\n{shown}")
+
+    bucket, _, key = description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    with tarfile.open(fileobj=io.BytesIO(_s3(s3_on_bridge).get_object(Bucket=bucket, Key=key)["Body"].read())) as tar:
+        ranks = sorted((json.load(tar.extractfile(m)) for m in tar.getmembers() if m.isfile()),
+                       key=lambda record: record["rank"])
+    namespaces = {_netns_id(ns): i for i, ns in enumerate(hosts.namespaces)}
+    seen = [(r["rank"], r["size"], r["sum"], r["hostname"], r["sm_current_host"], namespaces.get(r["netns"]))
+            for r in ranks]
+    on = {r["sm_current_host"]: namespaces.get(r["netns"]) for r in ranks}
+    assert len(set(on.values())) == 2 and set(on.values()) <= set(WORKERS), (seen, shown)   # a rank per host
+    assert seen == [(0, 2, 3, "algo-1", "algo-1", on["algo-1"]), (1, 2, 3, "algo-2", "algo-2", on["algo-2"])], shown
+    leader_log = logs["algo-1"].read_text()
+    for rank in range(2):   # every rank's output reaches the leader's log, tagged as the toolkit tags it
+        assert f"[1,mpirank:{rank},algo-{rank + 1}]<stdout>:rank {rank} of 2" in leader_log, shown
+    # mpirun was told the hosts' subnet: their interfaces have different names (host1-eth, host2-eth).
+    assert f"btl_tcp_if_include {hosts.net}" in leader_log, shown
+    assert "finished with exit code 0" in logs["algo-2"].read_text(), shown
+
+    # Nothing of the job is left on any host.
+    deadline = time.monotonic() + 30
+    while (left := _job_processes(hosts, name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
 
 
 def _job_processes(hosts: NetnsCluster, job: str) -> dict[int, list[str]]:

@@ -24,13 +24,14 @@ from shipyard.runtime.mpi.output import MpiOutput
 from shipyard.runtime.mpi.rendezvous import Rendezvous
 from shipyard.runtime.mpi.worker import Worker, orted_argv
 from shipyard.spec.job import JobSpec
+from tests.runtime.test_mpi_mailbox import serving
 
 MACHINE = MachineResources(vcpus=8, memory_gib=32.0, gpus=())
 PY = sys.executable
 # What the toolkit exports with -x for a job with one hyperparameter and no channels (spec 2.6), in
 # to_env_vars order, less the per-instance variables.
 EXPORTED = [
-    "SM_HOSTS", "SM_NETWORK_INTERFACE_NAME", "SM_HPS", "SM_USER_ENTRY_POINT", "SM_FRAMEWORK_PARAMS",
+    "SM_HOSTS", "SM_HPS", "SM_USER_ENTRY_POINT", "SM_FRAMEWORK_PARAMS",
     "SM_INPUT_DATA_CONFIG", "SM_OUTPUT_DATA_DIR", "SM_CHANNELS", "SM_INSTANCE_GROUPS", "SM_INSTANCE_GROUPS_DICT",
     "SM_DISTRIBUTION_INSTANCE_GROUPS", "SM_IS_HETERO", "SM_MODULE_NAME", "SM_LOG_LEVEL", "SM_FRAMEWORK_MODULE",
     "SM_INPUT_DIR", "SM_INPUT_CONFIG_DIR", "SM_OUTPUT_DIR", "SM_MODEL_DIR", "SM_MODULE_DIR", "SM_USER_ARGS",
@@ -58,14 +59,16 @@ def _spec(count: int = 2, entry: str = "train.py", **mpi) -> JobSpec:
     )
 
 
-def _mpirun(host_list: str, processes: str, nccl_debug: str = "INFO", custom: tuple[str, ...] = ()) -> list[str]:
+def _mpirun(host_list: str, processes: str, nccl_debug: str = "INFO", custom: tuple[str, ...] = (),
+            network: str = "lo") -> list[str]:
     argv = [
         "mpirun", "--host", host_list, "-np", processes, "--allow-run-as-root", "--display-map", "--tag-output",
-        "-mca", "btl_tcp_if_include", "lo", "-mca", "oob_tcp_if_include", "lo", "-mca", "plm_rsh_no_tree_spawn", "1",
+        "-mca", "btl_tcp_if_include", network, "-mca", "oob_tcp_if_include", network,
+        "-mca", "plm_rsh_no_tree_spawn", "1",
         "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "self,vader,tcp",
         "-mca", "orte_abort_on_non_zero_status", "1", "-mca", "btl_vader_single_copy_mechanism", "none",
         "-mca", "plm_rsh_agent", f"{PY} -m shipyard.runtime.mpi.rsh",
-        "-x", "NCCL_MIN_NRINGS=4", "-x", "NCCL_SOCKET_IFNAME=lo", "-x", f"NCCL_DEBUG={nccl_debug}", "-x", "PATH",
+        "-x", "NCCL_MIN_NRINGS=4", "-x", f"NCCL_DEBUG={nccl_debug}", "-x", "PATH",
         *custom,
     ]
     for name in EXPORTED:
@@ -87,6 +90,8 @@ def test_leader_runs_mpirun_for_every_rank_and_workers_wait(tmp_path, sandboxed)
     for launch, host in ((leader, "algo-1"), (worker, "algo-2")):
         env = launch.env
         assert env["MASTER_ADDR"] == "algo-1" and env["MASTER_PORT"] == "29500"
+        assert env["SHIPYARD_MPI_MAILBOX_PORT"] == "29503"   # the last of the span's 4 ports
+        assert env["NCCL_SOCKET_IFNAME"] == env["SM_NETWORK_INTERFACE_NAME"] == "lo"
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
         assert env["SM_CURRENT_HOST"] == host
         assert env["SHIPYARD_INSTANCE_DIR"] == str(tmp_path / "instances" / host)
@@ -94,7 +99,8 @@ def test_leader_runs_mpirun_for_every_rank_and_workers_wait(tmp_path, sandboxed)
     exported = leader.argv[leader.argv.index("PATH") + 1:]
     names = [exported[i + 1] for i, token in enumerate(exported) if token == "-x" and "=" not in exported[i + 1]]
     assert all(leader.env[name] == worker.env[name] for name in names)
-    assert {"SM_CURRENT_HOST", "SM_TRAINING_ENV", "SM_RESOURCE_CONFIG", "CURRENT_HOST"} <= PER_INSTANCE_VARS
+    assert {"SM_CURRENT_HOST", "SM_TRAINING_ENV", "SM_RESOURCE_CONFIG", "CURRENT_HOST",
+            "SM_NETWORK_INTERFACE_NAME"} <= PER_INSTANCE_VARS
     assert not PER_INSTANCE_VARS & set(names)
 
 
@@ -166,7 +172,11 @@ def test_orted_command_is_split_like_a_shell_would_without_one():
 
 def test_worker_runs_requests_reports_exits_and_cancels(tmp_path):
     rendezvous = Rendezvous(tmp_path / "mpi" / "1234")
-    worker = Worker(rendezvous, "algo-2")
+    with serving(rendezvous, ["algo-2", "algo-3"]) as client:
+        _worker_runs_requests_reports_exits_and_cancels(rendezvous, Worker(client, "algo-2"))
+
+
+def _worker_runs_requests_reports_exits_and_cancels(rendezvous: Rendezvous, worker: Worker) -> None:
     done = rendezvous.request("algo-2", [sys.executable, "-c", "'import sys; sys.exit(3)'"])
     stuck = rendezvous.request("algo-2", [sys.executable, "-c", "'import time; time.sleep(60)'"])
     rendezvous.request("algo-3", ["false"])  # another host's: not this worker's business

@@ -32,6 +32,19 @@ def interface_of(address: str) -> str:
                        "with `ray start --node-ip-address` set to one of its own addresses")
 
 
+def subnet_of(address: str) -> str:
+    """The network (CIDR) of this node's interface that holds `address`: what OpenMPI's *_if_include take
+    alike on every host of the cluster, whose interface names may differ."""
+    import ipaddress
+    import socket
+
+    import psutil
+
+    netmask = next(a.netmask for a in psutil.net_if_addrs()[interface_of(address)]
+                   if a.family == socket.AF_INET and a.address == address)
+    return str(ipaddress.ip_interface(f"{address}/{netmask}").network)
+
+
 class InstanceActor:
     def __init__(self) -> None:
         self.instance = None
@@ -92,6 +105,7 @@ class InstanceActor:
             host_addresses=host_addresses,
             master_port=master_port,
             network_interface=interface_of(host_addresses[node_plan.host]),
+            network_subnet=subnet_of(host_addresses[node_plan.host]),
             gpu_ids=tuple(str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])),
             num_cpus=resources.detect().vcpus if cpus_from_node else node_plan.config.num_cpus,
         )

@@ -216,13 +216,6 @@ class RayBackend:
 
 
 def _check_reachable_from_nodes(spec: JobSpec) -> None:
-    from shipyard.contract.hyperparameters import decode
-
-    if decode(spec.hyperparameters).get("sagemaker_mpi_enabled"):
-        # mpirun hands orted to the workers through the job directory (runtime/mpi/rsh.py), which nodes
-        # of a cluster do not share.
-        raise ValidationError("distribution.mpi", True, "mpi jobs run on the local backend only for now; on Ray "
-                              "use torch_distributed, or run the job with backend='local'")
     if settings.ray_shared_storage():
         return
     uris = [("output_path", spec.output_path), ("source", spec.source_uri)]

@@ -20,6 +20,7 @@ class LaunchContext:
     sandboxed: bool               # host names resolve inside a sandbox; outside, use addresses
     python: str = sys.executable
     instance_dir: str | None = None  # this instance's own directory, where a launcher keeps its files
+    network_subnet: str | None = None  # AgentConfig.network_subnet
 
     def address(self, host: str) -> str:
         return host if self.sandboxed else self.host_addresses[host]

@@ -7,18 +7,23 @@ SageMaker's mpirun reaches the workers over SSH. Instances here have no SSH, so 
 (`plm_rsh_agent`) is shipyard's own `mpi.rsh`: it hands the `orted` command line mpirun wants started on
 `algo-N` to that instance, whose `mpi.worker` (the workers' launch, in place of the entry point) starts
 it inside its own sandbox with its own environment, so every rank lives in its instance: host name,
-/opt/ml, SM_CURRENT_HOST and site-packages are that instance's. The two meet through files in the job
-directory (`mpi.rendezvous`), which every sandbox sees at the same path. The leader's launch is
-`mpi.leader` around the exact mpirun command: it relays mpirun's output with the toolkit's
-`[1,mpirank:R,algo-K]` tags, names the rank and host that failed first, and tells the workers mpirun is
-done. Only the leader's exit code carries the script's status; workers exit 0 once the leader is done.
+/opt/ml, SM_CURRENT_HOST and site-packages are that instance's. mpi.rsh leaves the command in the
+leader's files (`mpi.rendezvous`); the workers, which may be on other hosts (Ray), ask for it over the
+network: the leader serves them a mailbox (`mpi.mailbox`) on its own address, at the last port of the
+job's span (MAILBOX_PORT_ENV), signed with the job's secret. The leader's launch is `mpi.leader` around
+the exact mpirun command: it relays mpirun's output with the toolkit's `[1,mpirank:R,algo-K]` tags, names
+the rank and host that failed first, and tells the workers mpirun is done. Only the leader's exit code
+carries the script's status; workers exit 0 once the leader is done.
 
 Where we differ from the toolkit, and why:
-- btl `self,vader,tcp` and `lo` for both interfaces: instances are loopback addresses on one machine.
-  That picks the addresses OpenMPI connects to; it still listens on the wildcard ones, which no
-  parameter changes (docs/contract.md, "Network listeners").
-- Per-instance variables (SM_CURRENT_HOST, SM_TRAINING_ENV, ...) are not `-x`-exported: the toolkit's
-  export gives every rank the leader's values, here each rank sees its own instance's. The
+- btl `self,vader,tcp`, and for both interfaces `lo` locally (instances are loopback addresses on one
+  machine) or, on Ray, the network of the nodes' addresses (e.g. `10.0.1.0/24`): interface names may
+  differ between hosts, a subnet is the same on all of them. That picks the addresses OpenMPI connects
+  to; it still listens on the wildcard ones, which no parameter changes (docs/contract.md, "Network
+  listeners").
+- Per-instance variables (SM_CURRENT_HOST, SM_TRAINING_ENV, SM_NETWORK_INTERFACE_NAME, ...) are not
+  `-x`-exported: the toolkit's export gives every rank the leader's values, here each rank sees its own
+  instance's. So is NCCL_SOCKET_IFNAME, set in every instance's environment rather than exported. The
   LD_PRELOAD gethostname shim is not needed (the sandbox's host name already is algo-N), and
   LD_LIBRARY_PATH / credentials are not exported (every instance's orted starts with the job's full
   environment on this machine).
@@ -32,6 +37,8 @@ from __future__ import annotations
 from shipyard.errors import ValidationError
 from shipyard.runtime import entry_point
 from shipyard.runtime.launchers.base import LaunchContext, LaunchPlan, processes_per_host
+from shipyard.runtime.launchers.tf_config import port_span
+from shipyard.runtime.mpi import PORT_ENV as MAILBOX_PORT_ENV
 from shipyard.spec.distribution import split_mpi_options
 
 # The toolkit's fixed options after `--host` and `-np` (spec 2.6).
@@ -41,8 +48,14 @@ RSH_AGENT_MODULE = "shipyard.runtime.mpi.rsh"
 PER_INSTANCE_VARS = frozenset({
     "CURRENT_HOST", "SM_CURRENT_HOST", "SM_CURRENT_INSTANCE_TYPE", "SM_CURRENT_INSTANCE_GROUP",
     "SM_CURRENT_INSTANCE_GROUP_HOSTS", "SM_RESOURCE_CONFIG", "SM_TRAINING_ENV",
-    "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_NUM_NEURONS",
+    "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_NUM_NEURONS", "SM_NETWORK_INTERFACE_NAME",
 })
+
+
+def mailbox_port(master_port: int, host_count: int) -> int:
+    """The last port of the job's span: the first ones are TensorFlow's MWMS tasks, which may run under
+    mpirun (tf_config), and master_port is torch.distributed's under Horovod-style scripts."""
+    return master_port + port_span(host_count) - 1
 
 
 def _nccl_debug(tokens: list[str]) -> tuple[str, list[str]]:
@@ -80,6 +93,8 @@ class MPI:
         plan_env = {
             "MASTER_ADDR": master,
             "MASTER_PORT": str(ctx.master_port),
+            MAILBOX_PORT_ENV: str(mailbox_port(ctx.master_port, len(env.hosts))),
+            "NCCL_SOCKET_IFNAME": env.network_interface_name,
             # OpenMPI refuses root without these (CI and containers run as root).
             "OMPI_ALLOW_RUN_AS_ROOT": "1",
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -97,12 +112,12 @@ class MPI:
         per_host = processes_per_host(env)
         processes = env.additional_framework_parameters.get("sagemaker_mpi_num_processes") or per_host * len(hosts)
         host_list = hosts if per_host == 1 else [f"{host}:{per_host}" for host in hosts]
-        iface = env.network_interface_name
+        network = ctx.network_subnet or env.network_interface_name
         nccl_debug, tokens = _nccl_debug(tokens)
         argv = [
             "mpirun", "--host", ",".join(host_list), "-np", str(processes), *FIXED_OPTIONS,
-            "-mca", "btl_tcp_if_include", iface,
-            "-mca", "oob_tcp_if_include", iface,
+            "-mca", "btl_tcp_if_include", network,
+            "-mca", "oob_tcp_if_include", network,
             "-mca", "plm_rsh_no_tree_spawn", "1",
             "-bind-to", "none", "-map-by", "slot",
             "-mca", "pml", "ob1",
@@ -111,7 +126,6 @@ class MPI:
             "-mca", "btl_vader_single_copy_mechanism", "none",
             "-mca", "plm_rsh_agent", f"{ctx.python} -m {RSH_AGENT_MODULE}",
             "-x", "NCCL_MIN_NRINGS=4",
-            "-x", f"NCCL_SOCKET_IFNAME={iface}",
             "-x", f"NCCL_DEBUG={nccl_debug}",
             "-x", "PATH",
             *tokens,

@@ -6,21 +6,29 @@ launcher's mpirun command (the toolkit's MasterRunner, without sshd) and
   id comes from its host name and PID, so concurrent jobs could otherwise use the same files;
 - relays its output to this host's log with the toolkit's `[1,mpirank:R,algo-K]` tags (mpi.output);
 - on failure writes /opt/ml/output/failure naming the rank and host that failed first;
-- tells every worker that mpirun is done (mpi.rendezvous), so their instances exit;
+- serves the workers their side of the rendezvous (mpi.mailbox, on this instance's address) and tells
+  every worker that mpirun is done, so their instances exit;
 - exits with mpirun's exit code, the job's outcome."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+from shipyard.runtime.mpi import PORT_ENV, SECRET_ENV
+from shipyard.runtime.mpi.mailbox import MailboxServer
 from shipyard.runtime.mpi.output import MpiOutput
 from shipyard.runtime.mpi.rendezvous import Rendezvous
+
+# After mpirun is done, how long the mailbox waits for the workers that have not been told yet.
+TELL_SECONDS = 10.0
 
 
 def write_failure(message: str) -> None:
@@ -31,8 +39,21 @@ def write_failure(message: str) -> None:
         path.write_text(message)
 
 
+def serve(rendezvous: Rendezvous) -> MailboxServer:
+    """The workers' mailbox, answering in a thread of its own."""
+    address, port = os.environ["SHIPYARD_BIND_ADDRESS"], int(os.environ[PORT_ENV])
+    workers = [host for host in json.loads(os.environ["SM_HOSTS"]) if host != os.environ["SM_CURRENT_HOST"]]
+    try:
+        server = MailboxServer(rendezvous, address, port, os.environ[SECRET_ENV], workers)
+    except OSError as exc:
+        raise SystemExit(f"shipyard mpi: cannot listen for the workers on {address}:{port}: {exc}") from None
+    threading.Thread(target=server.serve_forever, name="mpi-mailbox", daemon=True).start()
+    return server
+
+
 def run(argv: list[str]) -> int:
     rendezvous = Rendezvous.from_environment()
+    mailbox = serve(rendezvous)
     scratch = tempfile.mkdtemp(prefix="shipyard-mpi-")  # short: OpenMPI puts Unix sockets under it
     env = {**os.environ, "OMPI_MCA_orte_tmpdir_base": scratch, "OMPI_MCA_btl_vader_backing_directory": scratch}
     output = MpiOutput()
@@ -41,7 +62,7 @@ def run(argv: list[str]) -> int:
                                    stderr=subprocess.STDOUT)
     except OSError as exc:
         print(f"shipyard mpi: cannot run {argv[0]}: {exc}", file=sys.stderr, flush=True)
-        rendezvous.finish(127)
+        finish(rendezvous, mailbox, 127)
         return 127
 
     def forward(signum, frame) -> None:  # mpirun stops its ranks; its output keeps flowing to the end
@@ -58,11 +79,21 @@ def run(argv: list[str]) -> int:
     finally:
         code = process.wait()
         code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
-        rendezvous.finish(code)
+        finish(rendezvous, mailbox, code)
         shutil.rmtree(scratch, ignore_errors=True)
     if code != 0 and (message := output.failure(code, argv)):
         write_failure(message)
     return code
+
+
+def finish(rendezvous: Rendezvous, mailbox: MailboxServer, code: int) -> None:
+    """Say mpirun is done, and serve until every worker has heard it (or TELL_SECONDS)."""
+    rendezvous.finish(code)
+    if untold := mailbox.wait_told(TELL_SECONDS):
+        print(f"shipyard mpi: {', '.join(sorted(untold))} did not ask whether mpirun was done within "
+              f"{TELL_SECONDS:g}s", file=sys.stderr, flush=True)
+    mailbox.shutdown()
+    mailbox.server_close()
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
-"""Where the leader's mpirun and the workers meet: files in `<job dir>/mpi/<session>/`, which every
-instance sandbox sees at the same path (the sandbox binds the job's own directory read-write,
-backends/sandbox.py). The session is the attempt's rendezvous port, so a later attempt
-never reads an earlier one's requests.
+"""Where the leader's mpirun and the workers meet: files in the leader's `<job dir>/mpi/<session>/` (the
+sandbox binds the job's own directory read-write, backends/sandbox.py), which mpi.rsh and mpi.leader use
+on the leader and the workers reach through the leader's mailbox (mpi.mailbox), wherever they run. The
+session is the attempt's rendezvous port, so a later attempt never reads an earlier one's requests.
 
     <host>/<id>.json     mpi.rsh -> that host's mpi.worker: start this command (the `orted` mpirun wants)
     <host>/<id>.exit     mpi.worker -> mpi.rsh: it ended, with this exit code

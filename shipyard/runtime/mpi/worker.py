@@ -4,6 +4,9 @@ this instance's environment, so the ranks it starts are this instance's; report 
 exit 0 once the leader says mpirun is done. The job's outcome is the leader's (a rank that fails here
 fails mpirun there, which names this host).
 
+The worker asks the leader's mailbox (mpi.mailbox) over the network: its instance may be on another
+host, without the leader's files. A leader that cannot be reached fails the worker, saying so.
+
 The request is the command line mpirun gives its remote shell. It is split as a shell would split it
 (mpirun quotes its values) but run without one, so no value is ever interpreted. `--daemonize` is
 dropped so that the orted stays this process's child: its output reaches this host's log and its exit
@@ -18,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from shipyard.runtime.mpi.rendezvous import POLL_SECONDS, Rendezvous
+from shipyard.runtime.mpi.mailbox import MailboxClient, MailboxError
+from shipyard.runtime.mpi.rendezvous import POLL_SECONDS
 
 # After mpirun is done, how long an orted may take to exit on its own before it is stopped.
 DRAIN_SECONDS = 10.0
@@ -38,7 +42,7 @@ def say(message: str) -> None:
 
 
 class Worker:
-    def __init__(self, rendezvous: Rendezvous, host: str) -> None:
+    def __init__(self, rendezvous: MailboxClient, host: str) -> None:
         self.rendezvous, self.host = rendezvous, host
         self.running: dict[str, subprocess.Popen] = {}
         self.handled: set[str] = set()
@@ -92,14 +96,20 @@ class Worker:
 
 
 def main() -> int:
-    worker = Worker(Rendezvous.from_environment(), os.environ["SM_CURRENT_HOST"])
+    mailbox = MailboxClient.from_environment()
+    worker = Worker(mailbox, mailbox.host)
 
     def stop(signum, frame) -> None:
         worker.stop_all()
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    return worker.run()
+    try:
+        return worker.run()
+    except MailboxError as exc:
+        say(str(exc))
+        worker.stop_all()
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""mpi4py across every instance: each rank records what it saw (its host, its /opt/ml, its environment)
-and the sum of an allreduce, into the model directory of its own instance."""
+"""mpi4py across every instance: each rank records what it saw (its host, its /opt/ml, its environment,
+its network namespace) and the sum of an allreduce, into the model directory of its own instance."""
 
 import json
 import os
@@ -17,7 +17,7 @@ record = {
     "sm_current_host": os.environ["SM_CURRENT_HOST"], "resourceconfig_host": resource_host,
     "local_rank": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]), "cwd": os.getcwd(),
     "sm_hosts": json.loads(os.environ["SM_HOSTS"]), "hp_note": os.environ.get("SM_HP_NOTE"),
-    "argv": __import__("sys").argv[1:],
+    "argv": __import__("sys").argv[1:], "netns": os.readlink("/proc/self/ns/net"),
 }
 with open(f"/opt/ml/model/rank-{comm.rank}.json", "w") as f:
     json.dump(record, f)

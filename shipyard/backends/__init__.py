@@ -94,6 +94,10 @@ class Backend(Protocol):
         """Instances kept from the last attempt (paused survivors of a lost one) rejoin the instances this
         backend started: told the rendezvous port and where every host now is."""
 
+    def needs_new_process(self) -> str | None:
+        """Why this process cannot start the next attempt's instances, or None. The job then continues in
+        a new controller process (a Ray cluster whose head was restarted: Ray lets a process connect once)."""
+
     def upload_artifacts(self, instances: list, output: str, progress: Callable[[str], Progress]) -> dict:
         """The job's tarballs (storage/archive.py ARTIFACTS), each host's directory merged, uploaded under
         `output`, `progress(tarball)` told how each goes; returns {tarball: (files, bytes)}."""

@@ -211,6 +211,9 @@ class LocalBackend:
         for instance in kept:
             instance.control.send("resume", master_port=master_port)
 
+    def needs_new_process(self) -> str | None:
+        return None
+
     def upload_artifacts(self, instances: list, output: str, progress) -> dict:
         """Each tarball made here of the instances' directories, then uploaded."""
         from shipyard.storage import archive, transfer

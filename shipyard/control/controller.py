@@ -627,12 +627,21 @@ class JobController:
         return State.RESTARTING if time.monotonic() >= self.capacity_back else State.INTERRUPTED
 
     def _step_restarting(self) -> State:
+        if why := self.started_by.needs_new_process():
+            self._continue_in_new_process(why)
         self.store.transition(self.name, "InProgress", "Starting", self.restart_message)
         self.attempt += 1
         plan, port = self._plan_attempt(self.keep)
         self._start_instances(plan, self.keep, port)
         self._attempt_started()
         return State.RUNNING
+
+    def _continue_in_new_process(self, why: str) -> None:
+        """This process becomes a new controller that takes the job over (`--continue`: the next attempt,
+        from the checkpoints), keeping its pid, so the job's record still names a live controller."""
+        self.store.add_event(self.name, "warning", f"{why}; a new controller process continues the job")
+        print(f"controller: {why}; continuing the job in a new process", file=sys.stderr, flush=True)
+        os.execv(sys.executable, [sys.executable, "-m", "shipyard.control.controller", self.name, "--continue"])
 
     def _pause_survivors(self, lost: str | None) -> tuple:
         """When one instance is lost, the others pause (their scripts get the notice) and keep their

@@ -194,7 +194,7 @@ def gzip_end(shares: Sequence[tuple[int, int]]) -> bytes:
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
     """The CRC-32 of A + B from those of A and B and B's length (zlib's crc32_combine, which Python's zlib
-    does not offer): A's CRC carried through length2 zero bytes, in GF(2), by squaring matrices."""
+    does not offer): A's CRC carried through length2 zero bytes by operators in GF(2), squared in turn."""
     def times(matrix: list[int], vector: int) -> int:
         result, row = 0, 0
         while vector:
@@ -207,24 +207,14 @@ def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
     def square(matrix: list[int]) -> list[int]:
         return [times(matrix, matrix[n]) for n in range(32)]
 
-    if length2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]   # one zero bit
-    even = square(odd)                                 # two
-    odd = square(even)                                 # four
-    while True:   # apply the bits of length2 (in bytes: the first square below is one byte)
-        even = square(odd)
+    zeros = [0xEDB88320] + [1 << n for n in range(31)]   # the operator for one zero bit
+    for _ in range(3):
+        zeros = square(zeros)                             # ... then 2, 4 and 8: one zero byte
+    while length2 > 0:   # A's CRC through length2 zero bytes, a power of two at a time
         if length2 & 1:
-            crc1 = times(even, crc1)
+            crc1 = times(zeros, crc1)
         length2 >>= 1
-        if not length2:
-            break
-        odd = square(even)
-        if length2 & 1:
-            crc1 = times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
+        zeros = square(zeros)
     return crc1 ^ crc2
 
 

@@ -127,6 +127,26 @@ def _subnet(seed: int) -> ipaddress.IPv4Network:
     raise Unavailable("every 10.213.X.0/24 is in use on this machine")
 
 
+@contextlib.contextmanager
+def s3_on_bridge(cluster: NetnsCluster, buckets: tuple[str, ...]):
+    """moto's S3 server listening on the cluster's bridge (this machine's side), which every host reaches,
+    with `buckets` made; yields its endpoint URL."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address=cluster.bridge_address, port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = "http://{}:{}".format(*server.get_host_and_port())
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                              aws_secret_access_key="testing")
+        for bucket in buckets:
+            client.create_bucket(Bucket=bucket)
+        yield endpoint
+    finally:
+        server.stop()
+
+
 class NetnsCluster:
     """`size` hosts on a private bridge, a Ray node on each (host 0 is the head, with `head_cpus` CPUs;
     the others have `worker_cpus`). Files live under `base` (which must be empty or not exist)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
@@ -28,6 +29,7 @@ AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
+    """The head (no CPUs) and eight two-CPU Ray workers, torn down with the module."""
     started = time.monotonic()
     try:
         cluster = NetnsCluster(tmp_path_factory.mktemp("netns"), size=1 + WORKERS, head_cpus=0,
@@ -44,16 +46,8 @@ def hosts(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def s3_on_bridge(hosts):
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address=hosts.bridge_address, port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="out")
-    yield f"http://{host}:{port}"
-    server.stop()
+    with netns.s3_on_bridge(hosts, ("out",)) as endpoint:
+        yield endpoint
 
 
 def test_sixteen_instances_on_eight_hosts_log_everything_in_order(hosts, s3_on_bridge):

@@ -172,6 +172,10 @@ class RayBackend:
         tells them then."""
         self._placement.adopt(kept)
 
+    def needs_new_process(self) -> str | None:
+        """The cluster this process was connected to is gone (cluster_lost)."""
+        return cluster_lost(self._placement.address) if self._placement is not None else None
+
     def upload_artifacts(self, instances: list, output: str, progress) -> dict:
         """Each tarball assembled in storage from the shares the instances' nodes uploaded, in host order.
         Where hosts' names clash (SageMaker says they must not), the later host's file is kept and the
@@ -406,7 +410,7 @@ class Placement:
         with self._lock:
             self._released.add(host)
             done = self._released >= {i.host for i in [*self.members, *self.kept]}
-        if done and self.group is not None:
+        if done and self.group is not None and not cluster_lost(self.address):   # gone with its cluster
             try:
                 _ray().util.remove_placement_group(self.group)
             except Exception:
@@ -598,7 +602,10 @@ class RayInstance:
             if self._code is not None:
                 return
             # A warm instance's actor stays for its pool: kept (detach) or ended (release) by the controller.
-            if self.actor is not None and not (self.plan.node.warm and not self.lost_reason):
+            # On a cluster that is gone there is nothing to kill, and asking its new head would end this
+            # process (Ray's answer to a GCS of another cluster).
+            if (self.actor is not None and not (self.plan.node.warm and not self.lost_reason)
+                    and not cluster_lost(self.placement.address)):
                 try:
                     _ray().kill(self.actor, no_restart=True)
                 except Exception:

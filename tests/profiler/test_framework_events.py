@@ -10,6 +10,8 @@ import glob
 import json
 import os
 import pstats
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -282,6 +284,56 @@ def test_a_running_process_follows_updated_settings_from_its_next_step(recorder,
     assert sorted(path.split("/")[-2] for path in traces) == ["000000003", "000000006"]
     profiled = glob.glob(f"{tmp_path}/framework/pytorch/cprofile/algo-1/TRAIN-*")
     assert sorted({os.path.basename(p).split("-")[1] for p in profiled}) == ["6", "7"]
+
+
+BACK_TO_BACK = """
+import json, sys, traceback
+import torch
+from torch import nn
+from shipyard.runtime import heartbeat
+from shipyard.runtime.profiler import steps
+from shipyard.runtime.profiler.detailed import DetailedProfiler
+
+steps.UPDATE_CHECK_SECONDS = 0.0
+root, updates = sys.argv[1], sys.argv[2]
+recorder = steps.StepRecorder(root, {"detailed_profiling_config": {"start_step": 1, "num_steps": 1}}, updates)
+heartbeat.add_step_listener(recorder.on_step, before=recorder.phases.before_optimizer)
+recorder.phases.attach()
+begun = []
+original = DetailedProfiler._begin
+in_optimizer_step = lambda: any(frame.name == "on_step" for frame in traceback.extract_stack())
+DetailedProfiler._begin = lambda self: begun.append((self.first, in_optimizer_step())) or original(self)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(1, 9):   # read when this step ends: the next step alone is traced
+    with open(updates, "w") as f:
+        json.dump({"detailed_profiling_config": {"start_step": step + 1, "num_steps": 1}}, f)
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+recorder.close()
+print(json.dumps(begun))
+"""
+
+
+def test_a_trace_right_after_another_starts_at_the_next_forward_not_in_the_optimizer_step(tmp_path):
+    """torch.profiler started in the optimizer step that stopped the previous trace corrupts the heap (a
+    segfault within a few such restarts): an update that makes ranges follow each other, step after step,
+    must start each trace at its step's forward and leave the process whole."""
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", BACK_TO_BACK, str(tmp_path),
+                           str(tmp_path / "profiler-framework.json")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "KINETO_LOG_LEVEL": "6"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    begun = json.loads(done.stdout.splitlines()[-1])
+    # each trace began at its step's first forward, outside the optimizer step (step 9 never ran)
+    assert begun == [[step, False] for step in range(1, 9)]
+    traces = glob.glob(f"{tmp_path}/framework/pytorch/detailed_profiling/*/*/algo-1-rank0.pt.trace.json")
+    assert sorted(int(path.split("/")[-2]) for path in traces) == list(range(1, 9))
+    for path in traces:
+        step = int(path.split("/")[-2])
+        names = {e.get("name") for e in json.load(open(path))["traceEvents"]}
+        assert f"ProfilerStep#{step}" in names and "aten::linear" in names, (step, sorted(names)[:20])
 
 
 def test_the_memory_probe_counts_the_model_and_one_step_s_activations(recorder, tmp_path, monkeypatch):

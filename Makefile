@@ -16,9 +16,12 @@ lock: setup
 demo: setup
 	$(PYTHON) examples/demo/run_demo.py
 
-# pytest exits 5 when it collects no tests; that is not a failure of the suite.
+# pytest exits 5 when it collects no tests; that is not a failure of the suite. Two pytest-xdist workers:
+# much of the suite is jobs waiting on their processes, and a module stays on one worker
+# (tests/conftest.py's pytest_collection_modifyitems). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The tests that need an NVIDIA GPU (tests/gpu, real jobs on local_gpu, NCCL, NVML, CUDA traces, fp16/bf16,
 # DeepSpeed): run them on a machine with one and a CUDA build of torch; without, each skips saying why.

@@ -321,8 +321,11 @@ class NetnsCluster:
                     "--include-dashboard=false", *common]
         else:
             argv = ["ray", "start", "--address", self.ray_address, f"--num-cpus={self.worker_cpus}", *common]
+        # Ray gives a node 30 s to register; eight starting at once on a loaded machine (the suite runs on
+        # two workers) took longer, and `ray start` then gives up.
+        env = {"RAY_raylet_start_wait_time_s": "120", **self.ray_env}
         with open(self.host_dir(i) / "ray.log", "ab") as out:
-            self._nodes[i] = self.popen(i, argv, self.ray_env, stdout=out, stderr=subprocess.STDOUT)
+            self._nodes[i] = self.popen(i, argv, env, stdout=out, stderr=subprocess.STDOUT)
 
     def _wait_for_port(self, i: int, port: int, timeout: float) -> None:
         import socket

@@ -360,7 +360,8 @@ def test_a_host_cut_off_is_lost_and_its_replacement_is_reachable_by_the_survivor
     name = f"spot-{os.getpid()}"
     env = _env(hosts, s3_on_bridge)
     submitted = hosts.run(HEAD, [
-        "shipyard", "run", "train.py", "--source-dir", "/tmp/spot-src", "--instance-count", "2", "--hp", "steps=150",
+        "shipyard", "run", "train.py", "--source-dir", "/tmp/spot-src", "--instance-count", "2",
+        "--hp", "steps=60", "--hp", "hold=40",   # the first run holds at step 40, where the cut comes
         "--use-spot-instances", "--max-run", "300", "--max-wait", "400", "--checkpoint-s3-uri", "s3://out/ckpt",
         "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name, "--stop-grace-seconds", "5",
         "--detach"], env, timeout=120)
@@ -504,8 +505,8 @@ def test_a_head_restarted_mid_job_resumes_a_spot_job_on_the_new_cluster(hosts, s
     runs there from the checkpoints and completes."""
     _all_nodes_up(hosts)
     name = f"head-{os.getpid()}"
-    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=250", "--use-spot-instances", "--max-run", "300",
-                  "--max-wait", "400")
+    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=30", "--hp", "hold=15", "--use-spot-instances",
+                  "--max-run", "300", "--max-wait", "400")
     logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
     shown = lambda: "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"  # noqa: E731
                               for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))

@@ -23,7 +23,7 @@ from tests.e2e.netns import NetnsCluster, Unavailable
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 SCRIPTS = Path(__file__).parent / "scripts"
 HEAD, WORKERS, PER_WORKER = 0, 8, 2
-LINES = 20000
+LINES = 5000
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 

@@ -16,12 +16,15 @@ lock: setup
 demo: setup
 	$(PYTHON) examples/demo/run_demo.py
 
-# pytest exits 5 when it collects no tests; that is not a failure of the suite. Two pytest-xdist workers:
-# much of the suite is jobs waiting on their processes, and a module stays on one worker
-# (tests/conftest.py's pytest_collection_modifyitems). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# pytest exits 5 when it collects no tests; that is not a failure of the suite. The netns tests run last,
+# alone. TEST_WORKERS=2 runs the rest on two pytest-xdist workers (a module per worker, see
+# tests/conftest.py): about 25 min instead of 31 on 2 cores, but each such run had one timing failure
+# under the load, so the default stays one process until those tests are made robust to it.
+TEST_WORKERS ?= 0
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not netns" $(PYTEST_ARGS) \
+		|| [ $$? -eq 5 ]
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m netns $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The tests that need an NVIDIA GPU (tests/gpu, real jobs on local_gpu, NCCL, NVML, CUDA traces, fp16/bf16,
 # DeepSpeed): run them on a machine with one and a CUDA build of torch; without, each skips saying why.

@@ -17,17 +17,14 @@ def pytest_runtest_setup(item):
             pytest.skip(f"no sandbox here: {problem}")
 
 
-# The modules whose hosts are network namespaces (tests/e2e/netns.py) run one after the other.
-XDIST_GROUPS = {"tests/e2e/test_ray_hosts.py": "netns", "tests/e2e/test_ray_hosts_scale.py": "netns"}
-
-
 def pytest_collection_modifyitems(config, items):
-    """`make test` runs the suite on two pytest-xdist workers (--dist loadgroup): most of its time is jobs
-    waiting on their processes, not CPU. A module's tests stay on one worker, so a module-scoped fixture
-    (a Ray cluster, a server, a browser) is made once."""
+    """`make test` runs the suite but the netns tests on two pytest-xdist workers (--dist loadgroup): most
+    of its time is jobs waiting on their processes, not CPU. A module's tests stay on one worker, so a
+    module-scoped fixture (a Ray cluster, a server, a browser) is made once; netns tests, if run on
+    workers, one after the other."""
     for item in items:
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(module, module)))
+        group = "netns" if item.get_closest_marker("netns") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

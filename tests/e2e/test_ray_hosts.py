@@ -34,7 +34,7 @@ import pytest
 from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.netns]
 SCRIPTS = Path(__file__).parent / "scripts"
 HEAD, WORKERS = 0, (1, 2, 3)   # two workers run a job's instances, the third takes a lost one's place
 # Ray's own health checks, quicker than its defaults (a lost node is noticed in about 3 s, not 30).

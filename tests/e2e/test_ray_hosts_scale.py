@@ -20,7 +20,7 @@ import pytest
 from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.netns]
 SCRIPTS = Path(__file__).parent / "scripts"
 HEAD, WORKERS, PER_WORKER = 0, 8, 2
 LINES = 5000

@@ -34,14 +34,13 @@ class DetailedProfiler:
         # open: the op's end reaches the new profiler with the old one's context and corrupts the heap
         # (a segfault or "free(): invalid next size" a few steps later, torch 2.13). The optimizer step
         # that stopped the last range is such an op: this range waits for the next forward.
+        self.first, self.started = step, now
         if DetailedProfiler.stopped_after == step - 1:
             from torch.nn.modules.module import register_module_forward_pre_hook
 
-            self.first, self.started = step, now
             self.pending = register_module_forward_pre_hook(lambda *_: self._begin())
-            return
-        self.first, self.started = step, now
-        self._begin()
+        else:
+            self._begin()
 
     def _begin(self) -> None:
         import torch
@@ -72,7 +71,7 @@ class DetailedProfiler:
             self.mark.__exit__(None, None, None)
             self.mark = None
 
-    def stop(self, step: int, now: float, phase: str = "stepend") -> str:
+    def stop(self, step: int, now: float, phase: str = "stepend") -> str | None:
         """Stop and write the trace; its path (None if it never started: no forward in its range)."""
         if self.pending is not None:
             self.pending.remove()

@@ -18,6 +18,7 @@ starts again the nodes an earlier one lost."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -41,8 +42,8 @@ HEAD, WORKERS = 0, (1, 2, 3)   # two workers run a job's instances, the third ta
 QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
                        "RAY_health_check_failure_threshold": "3"}
 # Job ports on the workers (runtime/ports.py takes them from 20000 up to the ephemeral range, less the
-# span of a 2-instance job: 4 ports).
-PORT_WINDOW = range(20000, 20007)
+# span of a 2-instance job: 4 ports): room for a job's span beside an earlier job's ports in TIME_WAIT.
+PORT_WINDOW = range(20000, 20016)
 # The model algo-1 writes in the artifacts test, and what the controller's memory must stay under (a
 # controller that received the model held all of it; without one its peak is about 165 MB).
 BIG_MODEL_MB, CONTROLLER_MB = 256, 200
@@ -112,19 +113,20 @@ def test_torch_distributed_across_hosts_sees_each_host_as_its_own(hosts, s3_on_b
     # Where the rendezvous port is chosen, made visible: the workers take job ports only from
     # PORT_WINDOW (their kernel's ephemeral range starts above it), and on the submitting host every
     # port of the window is held, so a port the controller chose there could not be in it.
-    _job_ports_from_window(hosts, env)
-    holder = hosts.popen(HEAD, ["python", "-c", "import socket, sys, time\n"
-                                f"held = [socket.create_server(('', p)) for p in range({PORT_WINDOW.start}, "
-                                f"{PORT_WINDOW.stop + 3})]\nprint('held', flush=True)\ntime.sleep(900)"],
-                         env, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-
-    submitted = hosts.run(HEAD, [
-        "shipyard", "run", "train.py", "--source-dir", "/tmp/src", "--instance-count", "2",
-        "--distribution", "torch_distributed", "--channel", "train=s3://data/train", "--output-path",
-        "s3://out/jobs", "--backend", "ray", "--job-name", name, "--max-run", "300", "--stop-grace-seconds", "5",
-        "--no-logs"], env, timeout=400)
-    os.killpg(holder.pid, signal.SIGKILL)
+    with _job_ports_from_window(hosts, env):
+        holder = hosts.popen(HEAD, ["python", "-c", "import socket, sys, time\n"
+                                    f"held = [socket.create_server(('', p)) for p in range({PORT_WINDOW.start}, "
+                                    f"{PORT_WINDOW.stop + 3})]\nprint('held', flush=True)\ntime.sleep(900)"],
+                             env, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            submitted = hosts.run(HEAD, [
+                "shipyard", "run", "train.py", "--source-dir", "/tmp/src", "--instance-count", "2",
+                "--distribution", "torch_distributed", "--channel", "train=s3://data/train", "--output-path",
+                "s3://out/jobs", "--backend", "ray", "--job-name", name, "--max-run", "300",
+                "--stop-grace-seconds", "5", "--no-logs"], env, timeout=400)
+        finally:
+            os.killpg(holder.pid, signal.SIGKILL)
     ran = time.monotonic() - started
     described = hosts.run(HEAD, ["shipyard", "describe", name], env, timeout=60)
     logs = {h: hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs/{h}.log") for h in ("algo-1", "algo-2")}
@@ -296,12 +298,12 @@ def test_tf_multi_worker_mirrored_trains_across_two_hosts_on_their_tf_config(hos
     _source(hosts, "/tmp/mwms-src", "tf_mwms_train.py", "tf_common.py")
     name = f"hosts-mwms-{os.getpid()}"
     env = _env(hosts, s3_on_bridge)
-    _job_ports_from_window(hosts, env)
-    submitted = hosts.run(HEAD, [
-        "shipyard", "run", "train.py", "--source-dir", "/tmp/mwms-src", "--framework", "tensorflow",
-        "--instance-count", "2", "--distribution", "multi_worker_mirrored_strategy", "--env", "EPOCHS=2",
-        "--env", "TF_CPP_MIN_LOG_LEVEL=2", "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name,
-        "--max-run", "300", "--stop-grace-seconds", "5", "--no-logs"], env, timeout=300)
+    with _job_ports_from_window(hosts, env):
+        submitted = hosts.run(HEAD, [
+            "shipyard", "run", "train.py", "--source-dir", "/tmp/mwms-src", "--framework", "tensorflow",
+            "--instance-count", "2", "--distribution", "multi_worker_mirrored_strategy", "--env", "EPOCHS=2",
+            "--env", "TF_CPP_MIN_LOG_LEVEL=2", "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name,
+            "--max-run", "300", "--stop-grace-seconds", "5", "--no-logs"], env, timeout=300)
     print(f"\n[netns] the MultiWorkerMirroredStrategy job ran in {time.monotonic() - started:.1f} s")
     logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
     shown = "\n".join(f"--- {h}:\n{_read(logs / f'{h}.log')[-3000:]}" for h in ("algo-1", "algo-2"))
@@ -328,13 +330,25 @@ def test_tf_multi_worker_mirrored_trains_across_two_hosts_on_their_tf_config(hos
     assert records["algo-1"]["losses"][-1] < records["algo-1"]["losses"][0], records
 
 
-def _job_ports_from_window(hosts: NetnsCluster, env: dict[str, str]) -> None:
-    """Job ports on the workers from PORT_WINDOW only: their kernel's ephemeral range starts above it
-    (runtime/ports.py takes job ports below it), which the head's does not, so a port in the window was
-    chosen on a worker."""
-    for i in WORKERS:
-        hosts.run(i, ["sh", "-c", f"echo '{PORT_WINDOW.stop + 3} 60999' > /proc/sys/net/ipv4/ip_local_port_range"],
+@contextlib.contextmanager
+def _job_ports_from_window(hosts: NetnsCluster, env: dict[str, str]):
+    """While in it, job ports on the workers come from PORT_WINDOW only: their kernel's ephemeral range
+    starts above it (runtime/ports.py takes job ports below it), which the head's does not, so a port in
+    the window was chosen on a worker. The range is put back after: later jobs in so few ports would find
+    them taken (an earlier job's ports stay in TIME_WAIT for a minute)."""
+    ranges = {i: hosts.run(i, ["cat", "/proc/sys/net/ipv4/ip_local_port_range"], env, timeout=30) for i in WORKERS}
+
+    def set_range(i: int, value: str) -> None:
+        hosts.run(i, ["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/ip_local_port_range"],
                   env, timeout=30).check_returncode()
+
+    for i in WORKERS:
+        set_range(i, f"{PORT_WINDOW.stop + 3} 60999")
+    try:
+        yield
+    finally:
+        for i, was in ranges.items():
+            set_range(i, " ".join(was.stdout.split()))
 
 
 def _job_processes(hosts: NetnsCluster, job: str) -> dict[int, list[str]]:
@@ -420,7 +434,7 @@ def _all_nodes_up(hosts: NetnsCluster) -> None:
     """Every worker host's Ray node alive in the head's cluster, as the module started them: a node an
     earlier test lost (cut off, killed, or left behind by a restarted head) is started again. The head's
     host is never touched (jobs' controllers run there); a restarted head is waited for."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while hosts.addresses[HEAD] not in (alive := set(hosts.alive_nodes().values())):
         assert time.monotonic() < deadline, f"the head's node is not alive: {hosts.ray_log(HEAD)}"
         time.sleep(0.25)

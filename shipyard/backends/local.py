@@ -88,16 +88,20 @@ class Instance:
             return []
 
     def terminate(self) -> None:
-        """SIGTERM to every process in the instance but bubblewrap's own (which would tear the sandbox
-        down at once): the agent and the script get their notice period."""
+        """The notice: SIGTERM to the instance's agent only, as a container's stop signals its first
+        process (bubblewrap's own would tear the sandbox down at once). The agent passes it to the entry
+        point, a launcher to its ranks: each gets it once, where one from here too would run a script's
+        handler a second time, mid-save."""
+        if self.plan.sandbox_problem is not None:   # no sandbox: the agent is the process started
+            if self.poll() is None:
+                self.process.send_signal(signal.SIGTERM)
+            return
         for proc in self._tree():
             try:
-                if proc.name() != "bwrap":
+                if proc.name() != "bwrap" and proc.parent().name() == "bwrap":
                     proc.send_signal(signal.SIGTERM)
-            except psutil.NoSuchProcess:
+            except (psutil.NoSuchProcess, AttributeError):   # gone, or its parent is
                 pass
-        if self.plan.sandbox_problem is not None and self.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         procs = [*self._tree()]

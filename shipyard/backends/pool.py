@@ -115,11 +115,11 @@ class WarmInstance:
         if self.sock is None:
             self.kill()
             return
-        for proc in self._job_processes():
-            try:
+        try:   # the job's agent, the warm process's child, passes the notice on (see local.Instance)
+            for proc in psutil.Process(self.warm_pid).children():
                 proc.send_signal(signal.SIGTERM)
-            except psutil.NoSuchProcess:
-                pass
+        except psutil.NoSuchProcess:
+            pass
 
     def kill(self) -> None:
         if self.sock is None:   # still booting: the sandbox itself goes

@@ -103,9 +103,14 @@ def test_failure_file_written_by_the_script_is_the_reason(home, tmp_path):
 
 
 def test_max_run_ends_stopped_with_what_the_script_saved(home, tmp_path):
+    """The script gets the stop's SIGTERM once: its handler, which takes a while, is not run again in the
+    middle (a second SIGTERM to it, besides the one its agent passes on, would)."""
     source = _source(tmp_path, {"train.py": """
         import signal, sys, time
         def on_term(*_):
+            with open("/opt/ml/model/notices.txt", "a") as f:
+                f.write("notice\\n")
+            time.sleep(1)   # saving
             open("/opt/ml/model/saved-on-sigterm.txt", "w").write("partial")
             sys.exit(0)
         signal.signal(signal.SIGTERM, on_term)
@@ -118,7 +123,7 @@ def test_max_run_ends_stopped_with_what_the_script_saved(home, tmp_path):
     description = est.latest_training_job.describe()
     assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
     assert "Stopping" in [t["Status"] for t in description["SecondaryStatusTransitions"]]
-    assert _model_files(est.latest_training_job) == {"saved-on-sigterm.txt": b"partial"}
+    assert _model_files(est.latest_training_job) == {"saved-on-sigterm.txt": b"partial", "notices.txt": b"notice\n"}
 
 
 def test_stop_kills_a_script_that_ignores_sigterm_after_the_grace(home, tmp_path, wait_for_line):

@@ -16,11 +16,11 @@ lock: setup
 demo: setup
 	$(PYTHON) examples/demo/run_demo.py
 
-# pytest exits 5 when it collects no tests; that is not a failure of the suite. The netns tests run last,
-# alone. TEST_WORKERS=2 runs the rest on two pytest-xdist workers (a module per worker, see
-# tests/conftest.py): about 25 min instead of 31 on 2 cores, but each such run had one timing failure
-# under the load, so the default stays one process until those tests are made robust to it.
-TEST_WORKERS ?= 0
+# pytest exits 5 when it collects no tests; that is not a failure of the suite. The suite but the netns
+# tests runs on two pytest-xdist workers (a module stays on one, see tests/conftest.py): in one process
+# the 2 cores were idle 40 % of the time, its jobs waiting. The netns tests run last, alone (their Ray
+# nodes start slowly under load). TEST_WORKERS=0 runs the first part in one process.
+TEST_WORKERS ?= 2
 test: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not netns" $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ]

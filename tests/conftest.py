@@ -21,7 +21,10 @@ def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite but the netns tests on two pytest-xdist workers (--dist loadgroup): most
     of its time is jobs waiting on their processes, not CPU. A module's tests stay on one worker, so a
     module-scoped fixture (a Ray cluster, a server, a browser) is made once; netns tests, if run on
-    workers, one after the other."""
+    workers, one after the other. Modules with end-to-end (slow) tests go first and the quick ones fill
+    in after, so neither worker is left with a long module at the end while the other is done."""
+    slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module.__name__ not in slow)   # stable: the order within each kind stays
     for item in items:
         group = "netns" if item.get_closest_marker("netns") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))

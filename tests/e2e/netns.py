@@ -357,7 +357,7 @@ class NetnsCluster:
         infos = GcsClient(address=self.ray_address).get_all_node_info(timeout=10)
         return {node_id.hex(): info.node_manager_address for node_id, info in infos.items() if info.state == 0}
 
-    def wait_for_nodes(self, count: int, timeout: float = 90) -> None:
+    def wait_for_nodes(self, count: int, timeout: float = 180) -> None:   # `ray start` is slow under load
         deadline = time.monotonic() + timeout
         while True:
             for i in range(self.size):

@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")]
 
 
-@pytest.mark.parametrize("stage", [1, 2])
-def test_deepspeed_zero_across_two_instances(home, tmp_path, stage):
+def test_deepspeed_zero_across_two_instances(home, tmp_path):
+    stage = 2   # optimizer state and gradients sharded (stage 1 shards the state only: a subset of this)
     source = tmp_path / "src"
     source.mkdir()
     shutil.copy(Path(__file__).parent / "scripts" / "deepspeed_train.py", source / "train.py")

@@ -18,16 +18,13 @@ def pytest_runtest_setup(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """`make test` runs the suite but the netns tests on two pytest-xdist workers (--dist loadgroup): most
-    of its time is jobs waiting on their processes, not CPU. A module's tests stay on one worker, so a
-    module-scoped fixture (a Ray cluster, a server, a browser) is made once; netns tests, if run on
-    workers, one after the other. Modules with end-to-end (slow) tests go first and the quick ones fill
-    in after, so neither worker is left with a long module at the end while the other is done."""
+    """`make test` runs the suite but the netns tests on two pytest-xdist workers, a module on one
+    (--dist loadfile), so a module-scoped fixture (a Ray cluster, a server, a browser) is made once.
+    Modules with end-to-end (slow) tests go first and the quick ones fill in after, so neither worker is
+    left with a long module at the end while the other is done. (Not --dist loadgroup: with pytest 9
+    and xdist 3.8 its groups do not take effect, every test is scheduled alone.)"""
     slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.module.__name__ not in slow)   # stable: the order within each kind stays
-    for item in items:
-        group = "netns" if item.get_closest_marker("netns") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

@@ -79,13 +79,16 @@ class MailboxServer(ThreadingHTTPServer):
             self.rendezvous.report_exit(host, request_id, int(args["code"]))
             return None
         if name == "finished":
-            code = self.rendezvous.finished()
-            if code is not None:
-                with self.changed:
-                    self.told.add(host)
-                    self.changed.notify_all()
-            return code
+            return self.rendezvous.finished()
         raise ValueError(f"no such call: {name!r}")
+
+    def answered(self, host: str, name: str, result: object) -> None:
+        """After the answer is written: a worker told mpirun is done (the leader may exit once all are;
+        marked before, it exited while an answer was still being written, and the worker failed)."""
+        if name == "finished" and result is not None:
+            with self.changed:
+                self.told.add(host)
+                self.changed.notify_all()
 
     def wait_told(self, timeout: float) -> set[str]:
         """Wait (at most timeout) until every worker has been told mpirun is done; those not told."""
@@ -114,6 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(400, {"error": str(exc)}, nonce)
             return
         self._answer(200, {"result": result}, nonce)
+        self.server.answered(call["host"], call["call"], result)
 
     def _answer(self, status: int, data: dict, nonce: str) -> None:
         body = json.dumps(data).encode()

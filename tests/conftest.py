@@ -126,8 +126,9 @@ def s3(s3_server, monkeypatch):
 
 
 class S3Proxy:
-    """An S3 endpoint in front of moto's that a test can hold, break and watch: `hold(bucket)` makes every
-    object body of that bucket wait until `release()` (listings and HEADs still answer), `dark = True`
+    """An S3 endpoint in front of moto's that a test can hold, break and watch: `hold(bucket, after=n)` makes
+    every object body of that bucket after the first n wait until `release()` (listings and HEADs still
+    answer), `dark = True`
     answers every request 503 and cuts bodies being sent (the endpoint is down), `sent["bucket/key"]`
     counts the body bytes each object gave, and `requests` lists every request."""
 
@@ -142,6 +143,8 @@ class S3Proxy:
         self.open = threading.Event()
         self.open.set()
         self.held: str | None = None
+        self.let_through = 0
+        self.lock = threading.Lock()
         self.dark = False
         self.sent: collections.Counter = collections.Counter()
         self.requests: list[tuple[str, str]] = []   # (method, path) of every request
@@ -150,8 +153,8 @@ class S3Proxy:
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def hold(self, bucket: str) -> None:
-        self.held = bucket
+    def hold(self, bucket: str, after: int = 0) -> None:
+        self.held, self.let_through = bucket, after
         self.open.clear()
 
     def release(self) -> None:
@@ -187,7 +190,11 @@ class S3Proxy:
                 bucket, _, key = path.path.lstrip("/").partition("/")
                 is_body = self.command == "GET" and key and not path.query
                 if is_body and bucket == proxy.held:
-                    proxy.open.wait()
+                    with proxy.lock:
+                        proxy.let_through -= 1
+                        held = proxy.let_through < 0
+                    if held:
+                        proxy.open.wait()
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
                 response = upstream.getresponse()

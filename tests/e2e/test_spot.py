@@ -219,7 +219,10 @@ def test_a_restart_that_ignores_its_checkpoint_is_reported(home, tmp_path):
                         "the script probably started again from step 0"]
 
 
-def test_interruption_during_channel_download(home, tmp_path, s3):
+def test_interruption_during_channel_download(home, tmp_path, s3, s3_proxy):
+    """The interruption lands when 50 of a channel's 150 objects are downloaded and the rest are held by
+    the endpoint: the next attempt links those 50 from the first and fetches only the other 100 (issue 17:
+    resumable File mode)."""
     bucket = s3.bucket("slow")
     for i in range(150):
         s3.put(f"{bucket}/train/part-{i:03d}", b"x" * 1024)
@@ -228,24 +231,27 @@ def test_interruption_during_channel_download(home, tmp_path, s3):
     (source / "train.py").write_text(
         "import os\nn = len(os.listdir('/opt/ml/input/data/train'))\nprint(f'files={n}')\n"
         "open('/opt/ml/model/files.txt', 'w').write(str(n))\n")
-    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600,
-                spot_simulation={"interruptions_at": [0.3]})
-    est.fit({"train": f"{bucket}/train"}, logs=False)
-    description = est.latest_training_job.describe()
+    s3_proxy.hold("slow", after=50)
+    est = _spot(source, f"file://{tmp_path / 'ckpt'}", max_run=300, max_wait=600)
+    est.fit({"train": f"{bucket}/train"}, wait=False)
+    job = est.latest_training_job
+    store = Store()
+    done = store.job_dir(job.name) / "instances" / "algo-1" / "downloads" / "train.jsonl"
+    assert eventually(lambda: done.exists() and len(done.read_text().splitlines()) == 50)
+    assert store.request_interrupt(job.name)
+    # The first attempt's instance is gone once the next attempt starts: nothing more of it is recorded.
+    assert eventually(lambda: any(t["StatusMessage"].startswith("Restarting after a spot interruption")
+                                  for t in job.describe()["SecondaryStatusTransitions"]))
+    done_first = done.read_text().splitlines()
+    s3_proxy.release()
+    description = job.wait(logs=False)
     assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
     with tarfile.open(description["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("file://")) as tar:
         assert tar.extractfile("files.txt").read() == b"150"  # the new attempt has every object
-    # What the first attempt finished downloading (its list of complete objects) the second linked, not
-    # fetched again (issue 17: resumable File mode).
-    job_dir = home / "jobs" / est.latest_training_job.name
-    done_first = (job_dir / "instances" / "algo-1" / "downloads" / "train.jsonl").read_text().splitlines()
-    log = (job_dir / "logs" / "algo-1.log").read_text()
-    second = log.split("channel train: 150 objects, ")[-1].splitlines()[0]
-    if done_first:
-        assert f"; {len(done_first)} unchanged since an earlier attempt, linked from it" in second, second
-        assert second.startswith(f"{1024 * (150 - len(done_first))} bytes fetched"), second
-    else:
-        assert second.startswith(f"{1024 * 150} bytes fetched") and "linked" not in second, second
+    assert len(done_first) == 50
+    second = (store.job_dir(job.name) / "logs" / "algo-1.log").read_text().split("channel train: 150 objects, ")[-1]
+    assert second.startswith(f"{1024 * 100} bytes fetched"), second
+    assert "; 50 unchanged since an earlier attempt, linked from it" in second.splitlines()[0], second
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs as the checkpoint disk needs root")

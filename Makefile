@@ -17,13 +17,12 @@ demo: setup
 	$(PYTHON) examples/demo/run_demo.py
 
 # pytest exits 5 when it collects no tests; that is not a failure of the suite. The suite but the netns
-# tests runs on two pytest-xdist workers, a module on one (see tests/conftest.py): in one process
-# the 2 cores were idle 40 % of the time, its jobs waiting. The netns tests run last, alone (their Ray
-# nodes start slowly under load). TEST_WORKERS=0 runs the first part in one process.
+# tests runs on TEST_WORKERS pytest-xdist workers, a module on one (tests/conftest.py says how): in one
+# process the 2 cores were idle 40 % of the time, its jobs waiting. The netns tests run last, alone: beside
+# the rest the whole took as long, and their Ray nodes start slowly under load. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not netns" $(PYTEST_ARGS) \
-		|| [ $$? -eq 5 ]
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not netns" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m netns $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The tests that need an NVIDIA GPU (tests/gpu, real jobs on local_gpu, NCCL, NVML, CUDA traces, fp16/bf16,

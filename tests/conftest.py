@@ -17,14 +17,32 @@ def pytest_runtest_setup(item):
             pytest.skip(f"no sandbox here: {problem}")
 
 
+# The tests whose hosts are network namespaces (`make test` runs them alone, after the rest): under xdist
+# one unit, so two of their clusters (a dozen Ray nodes) never start at once.
+HOSTS_TESTS = "tests/e2e/hosts/"
+
+
 def pytest_collection_modifyitems(config, items):
-    """`make test` runs the suite but the netns tests on two pytest-xdist workers, a module on one
-    (--dist loadfile), so a module-scoped fixture (a Ray cluster, a server, a browser) is made once.
-    Modules with end-to-end (slow) tests go first and the quick ones fill in after, so neither worker is
-    left with a long module at the end while the other is done. (Not --dist loadgroup: with pytest 9
-    and xdist 3.8 its groups do not take effect, every test is scheduled alone.)"""
+    """Under pytest-xdist (`make test`) a module runs on one worker (see pytest_xdist_make_scheduler), so a
+    module-scoped fixture (a Ray cluster, a server, a browser) is made once. Modules with end-to-end (slow)
+    tests go first and the quick ones fill in after, so neither worker is left with a long module at the
+    end while the other is done."""
     slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.module.__name__ not in slow)   # stable: the order within each kind stays
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Modules as units of work, in the collection's order (xdist's --dist loadfile would sort them by
+    their number of tests), and the hosts' tests as one unit. (Not --dist loadgroup: with pytest 9 and
+    xdist 3.8 its groups do not take effect, every test is scheduled alone.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return HOSTS_TESTS if nodeid.startswith(HOSTS_TESTS) else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture

@@ -39,6 +39,12 @@ def ray_address() -> str:
     return os.environ.get("SHIPYARD_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS") or "auto"
 
 
+def ray_address_given() -> bool:
+    """Whether a Ray cluster is named (SHIPYARD_RAY_ADDRESS or RAY_ADDRESS): only then is a job this machine
+    does not have looked for on the cluster's home (control/cluster_home.py)."""
+    return bool(os.environ.get("SHIPYARD_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS"))
+
+
 def ray_pack() -> bool:
     """SHIPYARD_RAY_PACK=1: let instances share a node when the cluster has fewer nodes than instances."""
     return _flag("SHIPYARD_RAY_PACK")
@@ -52,6 +58,12 @@ def ray_shared_storage() -> bool:
 def ray_node_dir() -> str:
     """SHIPYARD_RAY_NODE_DIR (default /tmp/shipyard-ray): where instances keep their files on a Ray node."""
     return os.environ.get("SHIPYARD_RAY_NODE_DIR") or "/tmp/shipyard-ray"
+
+
+def ray_cluster_home() -> str:
+    """SHIPYARD_RAY_HOME (default <SHIPYARD_RAY_NODE_DIR>/home): on a Ray cluster's head, the home of the jobs
+    whose controller lives there (control/cluster_home.py); read where the home is first made."""
+    return os.environ.get("SHIPYARD_RAY_HOME") or f"{ray_node_dir()}/home"
 
 
 def smtp_url() -> str | None:

@@ -330,6 +330,7 @@ class RunOptions:
     spot_without_checkpoints: bool | None = None
     max_retry_attempts: int | None = None
     backend: str | None = None
+    controller: str | None = None
     follow_symlinks: bool | None = None
     keep_alive_period_in_seconds: int | None = None
     instance_groups: tuple[str, ...] = ()
@@ -367,6 +368,7 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         "max_cost": options.max_cost,
         "checkpoint_s3_uri": _absolute(options.checkpoint_s3_uri, cwd) if options.checkpoint_s3_uri else None,
         "max_retry_attempts": options.max_retry_attempts, "backend": options.backend,
+        "controller": options.controller,
         "spot_without_checkpoints": options.spot_without_checkpoints, "follow_symlinks": options.follow_symlinks,
         "keep_alive_period_in_seconds": options.keep_alive_period_in_seconds, "input_mode": options.input_mode,
     }

@@ -89,6 +89,38 @@ def _store():
     return Store()
 
 
+def _run_where_it_lives(job: str) -> None:
+    """A job this machine's store does not have but the named Ray cluster's home does (its controller lives
+    there: control/cluster_home.py): the command runs there, its output shown here, its exit code this one's."""
+    from shipyard import settings
+
+    if _store().exists(job) or not settings.ray_address_given():
+        return
+    from shipyard.control import cluster_home as home
+
+    if home.has_job(job):
+        ctx = click.get_current_context()
+        ctx.exit(home.run(_command_line(ctx)))
+
+
+def _command_line(ctx: click.Context) -> list[str]:
+    """The command and its parameters as they were given (long option names)."""
+    argv = [ctx.info_name]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if isinstance(param, click.Argument):
+            argv.append(str(value))
+            continue
+        option = max(param.opts, key=len)
+        if param.is_flag:
+            argv += [option] if value else []
+        elif param.multiple:
+            argv += [part for item in value for part in (option, str(item))]
+        elif value is not None:
+            argv += [option, str(value)]
+    return argv
+
+
 @click.group(cls=ShipyardGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="shipyard", prog_name="shipyard")
 def cli() -> None:
@@ -142,6 +174,8 @@ Examples:
               help="Spot without --checkpoint-s3-uri: accept restarting from scratch after interruptions.")
 @click.option("--max-retry-attempts", type=int, help="Restarts after platform failures (not script errors).")
 @click.option("--backend", help="Where instances run: local (default, or SHIPYARD_BACKEND) or ray (docs/ray.md).")
+@click.option("--controller", help="Where the job's controller runs: local (default) or cluster (with --backend "
+              "ray: on the Ray cluster's head, so this machine may go away; docs/ray.md).")
 @click.option("--follow-symlinks/--no-follow-symlinks", default=None,
               help="Upload what links in the source dir that point outside it point to (default: refuse them).")
 @click.option("--keep-alive", "keep_alive_period_in_seconds", type=int, metavar="SECONDS",
@@ -306,6 +340,7 @@ def _status(value: str | None) -> str | None:
 @click.argument("job", shell_complete=complete_jobs)
 def describe(job: str) -> None:
     """The job as DescribeTrainingJob returns it, as JSON."""
+    _run_where_it_lives(job)
     from shipyard.control.describe import describe as describe_job
 
     echo_json(describe_job(_store(), job))
@@ -317,6 +352,7 @@ def describe(job: str) -> None:
 @click.pass_context
 def wait(ctx: click.Context, job: str, logs: bool) -> None:
     """Wait for JOB to end; exit 0 when it Completed, 1 otherwise."""
+    _run_where_it_lives(job)
     try:
         description = _watch(_store(), job, show_logs=logs)
     except KeyboardInterrupt:
@@ -328,6 +364,7 @@ def wait(ctx: click.Context, job: str, logs: bool) -> None:
 @click.argument("job", shell_complete=complete_jobs)
 def stop(job: str) -> None:
     """Stop JOB: SIGTERM to its processes, SIGKILL after its grace period; what it saved is uploaded."""
+    _run_where_it_lives(job)
     from shipyard.control.reconcile import stop as stop_job
 
     record = stop_job(_store(), job)
@@ -357,6 +394,7 @@ Examples:
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Start from each host's last N lines.")
 def logs(job: str, follow: bool, hosts: tuple[str, ...], tail: int | None) -> None:
     """Every host's log, each line prefixed by its host (and its rank where a host runs several)."""
+    _run_where_it_lives(job)
     import time
 
     from shipyard.control.reconcile import reconcile

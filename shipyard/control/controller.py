@@ -37,6 +37,7 @@ from shipyard.settings import shipyard_home
 
 POLL_SECONDS = 0.1
 WARM_FLAG = "--warm="       # the pool and connections a job was sent on at submit (control/pools.py)
+CONTROLLER_ENVIRONMENT = "controller.env.json"   # in the job's directory: write_controller_environment
 QUEUE_POLL_SECONDS = 0.3    # how often a job waiting for capacity asks again
 LIVENESS_SECONDS = 2.0      # how often it checks that the jobs it waits behind still have a controller
 # When one instance failed, the others are usually stuck in a collective: give them little time.
@@ -774,21 +775,33 @@ class JobController:
         self.store.update_job(self.name, **{field: uris.join(output, name) for name, field in ARTIFACT_FIELDS.items()})
 
 
-def detached(module_args: list[str], log_path: Path, home: Path, pass_fds: tuple[int, ...] = ()) -> tuple[int, float]:
+def detached(module_args: list[str], log_path: Path, home: Path, pass_fds: tuple[int, ...] = (),
+             environment: dict[str, str] | None = None) -> tuple[int, float]:
     """Start `python -m MODULE ARGS...` detached (its own session, no terminal), its output appended to
     log_path; returns its pid and start time, which the caller records so a reused pid is never taken
     for it. Reaped if this client outlives it, so a finished one is never mistaken for a live zombie.
-    `pass_fds`: descriptors it inherits (a warm pool's connections)."""
+    `pass_fds`: descriptors it inherits (a warm pool's connections); `environment`: added to this one's."""
     import psutil
 
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", *module_args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            env={**os.environ, "SHIPYARD_HOME": str(home)}, start_new_session=True, close_fds=True,
-            pass_fds=pass_fds,
+            env={**os.environ, **(environment or {}), "SHIPYARD_HOME": str(home)}, start_new_session=True,
+            close_fds=True, pass_fds=pass_fds,
         )
     threading.Thread(target=process.wait, daemon=True).start()
     return process.pid, psutil.Process(process.pid).create_time()
+
+
+def write_controller_environment(store, name: str, environment: dict[str, str]) -> None:
+    """Variables the job's controllers get besides this process's (a job submitted to a Ray cluster's home
+    brings its submitter's storage credentials: control/cluster_home.py), kept for a controller that takes
+    over. Only the store's owner reads them."""
+    path = store.job_dir(name) / CONTROLLER_ENVIRONMENT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        json.dump(environment, out)
 
 
 def spawn(store, name: str, continuing: bool = False, handoff: tuple[str, list] | None = None) -> int:
@@ -797,6 +810,8 @@ def spawn(store, name: str, continuing: bool = False, handoff: tuple[str, list] 
     `handoff`: (pool, instances) the job was sent to at submit (control/pools.py `warm_start`); the
     controller inherits their connections, and this process lets go of its own."""
     job_dir = store.job_dir(name)
+    saved = job_dir / CONTROLLER_ENVIRONMENT
+    environment = json.loads(saved.read_text()) if saved.exists() else None
     job_dir.mkdir(parents=True, exist_ok=True)
     args, fds = [name, *(["--continue"] if continuing else [])], ()
     if handoff is not None:
@@ -805,7 +820,7 @@ def spawn(store, name: str, continuing: bool = False, handoff: tuple[str, list] 
         args.append(WARM_FLAG + ",".join([pool, *(f"{i.host}={i.sock.fileno()}" for i in instances)]))
     try:
         pid, started = detached(["shipyard.control.controller", *args], job_dir / "controller.log", store.home,
-                                pass_fds=fds)
+                                pass_fds=fds, environment=environment)
     finally:
         for instance in handoff[1] if handoff else ():
             instance.detach()

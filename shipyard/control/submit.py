@@ -25,7 +25,10 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
     """Start `spec` as a new job. `pack(directory)` writes the job's sourcedir.tar.gz into `directory` and
     returns its path; it is uploaded to the job's source URI, `progress(done, total)` told the bytes sent
     as they go. Without it, the code must already be there."""
-    if store.exists(spec.job_name):
+    on_cluster = spec.controller == "cluster"
+    if on_cluster:
+        from shipyard.control import cluster_home as home
+    if store.exists(spec.job_name) or (on_cluster and home.has_job(spec.job_name, create=True)):
         raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
     launches = plan_job(spec, store.job_dir(spec.job_name))
     if pack is not None:
@@ -33,6 +36,9 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
 
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
             transfer.upload_file(pack(Path(tmp)), spec.source_uri, progress)
+    if on_cluster:   # recorded and controlled on the cluster's head, where this function runs again
+        home.submit(spec.model_copy(update={"controller": "local"}).model_dump_json())
+        return
     store.create_job(spec)
     _say_expected_cost(store, spec)
     try:

@@ -11,7 +11,7 @@ from shipyard.contract import hyperparameters as hp
 from shipyard.errors import ShipyardError, ValidationError
 from shipyard.sdk.arguments import HONOURED, SPEC_ARGUMENTS, default, sort_arguments
 from shipyard.sdk.channels import absolute as _absolute, channels, job_input_mode
-from shipyard.sdk.job import TrainingJob
+from shipyard.sdk.job import ClusterTrainingJob, TrainingJob
 from shipyard.spec import distribution as dist
 from shipyard.spec.build import build as build_model
 from shipyard.spec.job import InstanceGroupSpec, JobSpec, MetricDefinition, check_input_mode
@@ -344,7 +344,8 @@ class EstimatorBase:
         with Transfers(log_console(stderr=True, quiet=logs in (False, None, "None"))) as transfers:
             submit(store, spec, self._pack, transfers.reporter("upload code"))
         self._current_job_name = spec.job_name
-        self.latest_training_job = TrainingJob(spec.job_name, store)
+        self.latest_training_job = (ClusterTrainingJob(spec.job_name) if spec.controller == "cluster"
+                                    else TrainingJob(spec.job_name, store))
         self.jobs.append(self.latest_training_job)
         if wait:
             self.latest_training_job.wait(logs=logs)
@@ -364,12 +365,19 @@ class EstimatorBase:
                wait: bool = True) -> EstimatorBase:
         """Rebuild the estimator of an existing job (from any process). Like SageMaker's, it waits for
         the job to finish unless wait=False; unlike SageMaker's, metric definitions are restored."""
+        from shipyard import settings
+        from shipyard.control import cluster_home as home
         from shipyard.store import Store
 
         store = Store()
-        estimator = cls._from_spec(store.get_job(training_job_name).spec)
+        if not store.exists(training_job_name) and settings.ray_address_given() and home.has_job(training_job_name):
+            # Its controller lives on the Ray cluster's head, and its record with it.
+            estimator = cls._from_spec(JobSpec.model_validate_json(home.spec_json(training_job_name)))
+            estimator.latest_training_job = ClusterTrainingJob(training_job_name)
+        else:
+            estimator = cls._from_spec(store.get_job(training_job_name).spec)
+            estimator.latest_training_job = TrainingJob(training_job_name, store)
         estimator._current_job_name = training_job_name
-        estimator.latest_training_job = TrainingJob(training_job_name, store)
         estimator.jobs = [estimator.latest_training_job]
         if wait:
             estimator.latest_training_job.wait(logs="None", quiet=True)

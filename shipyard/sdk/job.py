@@ -81,10 +81,7 @@ class TrainingJob:
     def wait(self, logs: Any = "All", quiet: bool = False) -> dict:
         """Block until the job ends; with logs, show its log lines and status changes as they happen.
         A job that ends other than Completed raises, except Stopped, which only warns (as SageMaker)."""
-        from shipyard.sdk.watch import log_console, watch
-
-        console = log_console(quiet=quiet)
-        description = watch(self.store, self.name, show_logs=logs not in (False, None, "None"), console=console)
+        description = self._follow(show_logs=logs not in (False, None, "None"), quiet=quiet)
         status = description["TrainingJobStatus"]
         if status == "Stopped":
             import warnings
@@ -94,7 +91,56 @@ class TrainingJob:
             raise UnexpectedStatusError(self.name, status, description.get("FailureReason"))
         return description
 
+    def _follow(self, show_logs: bool, quiet: bool) -> dict:
+        """Status changes (and log lines) printed until the job ends; its description then."""
+        from shipyard.sdk.watch import log_console, watch
+
+        return watch(self.store, self.name, show_logs=show_logs, console=log_console(quiet=quiet))
+
     def logs(self) -> None:
         from shipyard.sdk.watch import print_logs
 
         print_logs(self.store, self.name)
+
+
+class ClusterTrainingJob(TrainingJob):
+    """A job whose record and controller live on the Ray cluster's home (controller="cluster"), read and
+    stopped through it from any machine that reaches the cluster (control/cluster_home.py). What it prints is
+    what the same command prints there."""
+
+    def __init__(self, name: str) -> None:
+        self.name = self.job_name = name
+        self.store = None
+
+    def describe(self) -> dict:
+        from shipyard.control import cluster_home as home
+
+        return home.describe(self.name)
+
+    def stop(self) -> None:
+        self._run(["stop", self.name], quiet=True)
+
+    def update(self, keep_alive_period_in_seconds: int) -> None:
+        from shipyard.errors import ValidationError
+
+        raise ValidationError("keep_alive_period_in_seconds", keep_alive_period_in_seconds,
+                              "a job whose controller lives on the cluster has no warm pool to update")
+
+    def _follow(self, show_logs: bool, quiet: bool) -> dict:
+        self._run(["wait", self.name, *(["--logs"] if show_logs else [])], quiet=quiet, check=False)
+        return self.describe()
+
+    def logs(self) -> None:
+        self._run(["logs", self.name], quiet=False)
+
+    def _run(self, argv: list[str], quiet: bool, check: bool = True) -> None:
+        import io
+
+        from shipyard.control import cluster_home as home
+        from shipyard.errors import ShipyardError
+
+        errors = io.BytesIO()
+        code = home.run(argv, stdout=io.BytesIO() if quiet else None, stderr=errors)
+        if check and code != 0:
+            raise ShipyardError(f"`shipyard {' '.join(argv)}` on the cluster's home: "
+                                f"{errors.getvalue().decode(errors='replace').strip()}")

@@ -160,6 +160,9 @@ class SpotSimulation(UserModel):
     seed: int | None = None
 
 
+CONTROLLERS = ("local", "cluster")
+
+
 class JobSpec(UserModel):
     job_name: str
     hyperparameters: dict[str, str] = Field(default_factory=dict)
@@ -185,6 +188,9 @@ class JobSpec(UserModel):
     framework_version: str | None = None
     py_version: str | None = None
     backend: str = Field(default_factory=default_backend)  # SHIPYARD_BACKEND
+    # Where the job's controller runs: "local", on the submitting machine, or "cluster", on the Ray cluster's
+    # head (backend="ray"), so the submitting machine may go away (control/cluster_home.py, docs/ray.md).
+    controller: str = "local"
     tags: tuple[dict[str, str], ...] = ()
     use_spot_instances: bool = False
     max_wait: int | None = Field(default=None, ge=1)
@@ -350,6 +356,15 @@ class JobSpec(UserModel):
             raise ValidationError("keep_alive_period_in_seconds", self.keep_alive_period_in_seconds,
                                   "warm pools cannot be combined with use_spot_instances (as on SageMaker: spot "
                                   "capacity is taken back, a pool would hold it); remove one of them")
+        if self.controller not in CONTROLLERS:
+            raise unknown_name_error("controller", self.controller, CONTROLLERS)
+        if self.controller == "cluster" and self.backend != "ray":
+            raise ValidationError("controller", self.controller, f"runs on a Ray cluster's head, so it needs "
+                                  f"backend='ray' (not {self.backend!r}); use controller='local' or backend='ray'")
+        if self.controller == "cluster" and self.keep_alive_period_in_seconds:
+            raise ValidationError("keep_alive_period_in_seconds", self.keep_alive_period_in_seconds,
+                                  "warm pools are not kept for jobs whose controller is on the cluster (not built "
+                                  "yet); remove one of them")
         if self.spot_simulation is not None and not self.use_spot_instances:
             raise ValueError("spot_simulation needs use_spot_instances=True")
         for channel in self.channels:

@@ -76,6 +76,8 @@ REFUSED = [
      r"--distribution-group='a': needs a distribution .*strategy, e.g. --distribution torch_distributed"),
     ("groups-and-warm-pool", None, ["--instance-group", "a=local:1", "--keep-alive", "60"],
      r"warm pools cannot be combined with instance_groups"),
+    ("controller-on-cluster-locally", None, ["--controller", "cluster"],
+     r"job.controller='cluster': runs on a Ray cluster's head, so it needs backend='ray' \(not 'local'\)"),
 ]
 
 

@@ -8,11 +8,14 @@ leaves nothing on the cluster: no actor, no placement group, no process, all CPU
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tarfile
 import textwrap
@@ -34,10 +37,13 @@ from shipyard.rules.profiler.data import ProfilerReader
 from shipyard.sdk.inputs import TrainingInput
 from shipyard.storage import transfer
 from shipyard.store import Store
+from tests.conftest import clean_home
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts"
 WORKERS = 2
+QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
+                       "RAY_health_check_failure_threshold": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +53,16 @@ def ray_cluster():
     crashed later tests that profile in this process (torch.profiler, cProfile) at random points."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "node_ip_address": "127.0.0.1", "include_dashboard": False})
-    for _ in range(WORKERS):
-        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    with pytest.MonkeyPatch.context() as patch:
+        # The nodes' processes (a controller on the head among them) stay on loopback too (on_ray says why).
+        patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        # Ray's health checks, quicker than its defaults: a removed node is noticed in about 3 s, not 30.
+        for name, value in QUICK_HEALTH_CHECKS.items():
+            patch.setenv(name, value)
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "node_ip_address": "127.0.0.1", "include_dashboard": False})
+        for _ in range(WORKERS):
+            cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
     yield cluster
     import ray
@@ -555,3 +567,56 @@ def test_instance_groups_land_on_nodes_of_their_type(home, s3, on_ray, tmp_path)
         ("algo-1", "data", "ml.test.data", False), ("algo-2", "train", "local", True),
         ("algo-3", "train", "local", True)]
     assert sorted(r["all_received"] for r in reports if r["group"] == "train") == [16, 16]
+
+
+def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from_elsewhere(home, s3, on_ray, tmp_path,
+                                                                                         monkeypatch):
+    """`--controller cluster --detach`: the job is recorded in the cluster's home (an actor on the head, with a
+    store of its own) and its controller runs there; the submitting process exits at once. Another machine's
+    shipyard (its own empty SHIPYARD_HOME) follows the logs to the end, describes the job and attaches to it
+    through the cluster alone."""
+    import ray
+
+    from shipyard.control import cluster_home
+    from shipyard.control.controller import CONTROLLER_ENVIRONMENT
+
+    s3.bucket("out")
+    try:
+        monkeypatch.setenv("SHIPYARD_RAY_HOME", str(tmp_path / "cluster-home"))
+        source = _loop_source(tmp_path, 25)
+        cli = [sys.executable, "-m", "shipyard.cli.main"]
+        submitted = subprocess.run([*cli, "run", "train.py", "--source-dir", str(source), "--instance-count", "2",
+                                    "--output-path", "s3://out/jobs", "--backend", "ray", "--controller", "cluster",
+                                    "--detach"], capture_output=True, text=True, timeout=120)
+        assert submitted.returncode == 0, submitted.stderr
+        name = submitted.stdout.strip()
+        assert not Store(home).exists(name)   # the submitting machine keeps nothing of it
+        elsewhere = {**os.environ, "SHIPYARD_HOME": str(tmp_path / "elsewhere")}
+        followed = subprocess.run([*cli, "logs", name, "--follow"], env=elsewhere, capture_output=True, text=True,
+                                  timeout=180)
+        assert followed.returncode == 0, followed.stderr
+        for host in ("algo-1", "algo-2"):
+            steps = [line.split("step=")[1] for line in followed.stdout.splitlines()
+                     if line.startswith(host) and "step=" in line]
+            assert steps == [f"{step} on {host}" for step in range(1, 26)]
+        described = subprocess.run([*cli, "describe", name], env=elsewhere, capture_output=True, text=True, timeout=60)
+        assert json.loads(described.stdout)["TrainingJobStatus"] == "Completed"
+        monkeypatch.setenv("SHIPYARD_HOME", str(tmp_path / "elsewhere"))
+        attached = Estimator.attach(name)
+        model = attached.latest_training_job.describe()["ModelArtifacts"]["S3ModelArtifacts"]
+        assert _members(model, tmp_path / "model") == {"done-algo-1": b"ok", "done-algo-2": b"ok"}
+        # The record and the controller lived on the head, in the home's store.
+        actor = ray.get_actor(cluster_home.ACTOR_NAME, namespace=cluster_home.NAMESPACE)
+        head = next(n["NodeID"] for n in ray.nodes() if n["Resources"].get("node:__internal_head__"))
+        assert ray.get(actor.where.remote()) == {"home": str(tmp_path / "cluster-home"), "node_id": head}
+        job_dir = tmp_path / "cluster-home" / "jobs" / name
+        assert "controller: peak memory" in (job_dir / "controller.log").read_text()
+        forwarded = json.loads((job_dir / CONTROLLER_ENVIRONMENT).read_text())
+        assert (job_dir / CONTROLLER_ENVIRONMENT).stat().st_mode & 0o777 == 0o600
+        assert forwarded["SHIPYARD_S3_ENDPOINT_URL"] == os.environ["SHIPYARD_S3_ENDPOINT_URL"]
+        assert "SHIPYARD_HOME" not in forwarded
+        _left_nothing(on_ray, name)
+    finally:   # the home, and a controller it started (no child of this process) if the job did not end
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(cluster_home.ACTOR_NAME, namespace=cluster_home.NAMESPACE))
+        clean_home(tmp_path / "cluster-home")

@@ -19,7 +19,7 @@ VALUES = {
     "instance_count": 3, "instance_type": "ml.m5.large", "output_path": "file:///tmp/out",
     "metric_definitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}], "environment": {"A": "1"},
     "max_run": 100, "stop_grace_seconds": 3.0, "oversubscribe": True, "framework_version": "2.1",
-    "py_version": "py311", "backend": "local", "tags": [{"Key": "team", "Value": "ml"}],
+    "py_version": "py311", "backend": "local", "controller": "local", "tags": [{"Key": "team", "Value": "ml"}],
     "use_spot_instances": True, "max_wait": 200, "checkpoint_s3_uri": "file:///tmp/ckpt",
     "checkpoint_local_path": "/opt/ml/ck", "max_retry_attempts": 2, "interruption_notice_seconds": 4.0,
     "spot_simulation": {"interruptions_at": (5.0,), "seed": 1}, "spot_without_checkpoints": True,

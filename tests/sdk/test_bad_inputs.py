@@ -51,6 +51,12 @@ REFUSED = [
     ("keep-alive-with-spot", {"keep_alive_period_in_seconds": 60, "use_spot_instances": True, "max_wait": 86400,
                               "checkpoint_s3_uri": "file:///tmp/ckpt"},
      r"keep_alive_period_in_seconds=60: warm pools cannot be combined with use_spot_instances"),
+    ("controller-misspelt", {"controller": "clustre"},
+     r"^job.controller='clustre': unknown name; did you mean 'cluster'\?"),
+    ("controller-on-cluster-locally", {"controller": "cluster"},
+     r"^job.controller='cluster': runs on a Ray cluster's head, so it needs backend='ray' \(not 'local'\)"),
+    ("controller-on-cluster-warm-pool", {"controller": "cluster", "backend": "ray", "keep_alive_period_in_seconds": 60},
+     r"^job.keep_alive_period_in_seconds=60: warm pools are not kept for jobs whose controller is on the cluster"),
 ]
 
 

@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.netns]
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).parent.parent / "scripts"
 HEAD, WORKERS = 0, (1, 2, 3)   # two workers run a job's instances, the third takes a lost one's place
 # Ray's own health checks, quicker than its defaults (a lost node is noticed in about 3 s, not 30).
 QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
@@ -544,3 +545,56 @@ def test_a_head_restarted_mid_job_resumes_a_spot_job_on_the_new_cluster(hosts, s
     records = _model_records(_s3(s3_on_bridge), described)
     assert all(records[h]["from_step"] > 0 for h in ("algo-1", "algo-2")), records   # from the checkpoints
     assert not _job_processes(hosts, name), shown()
+
+
+CLUSTER_HOME_SCRIPT = """
+import os, time
+host = os.environ["SM_CURRENT_HOST"]
+for step in range(1, 31):
+    print(f"{host} step {step}", flush=True)
+    time.sleep(0.2)
+open(os.environ["SM_MODEL_DIR"] + "/done", "w").write(host)
+"""
+
+
+def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(hosts, s3_on_bridge, tmp_path):
+    """The submitting machine is this test's own process, outside every host: it reaches the cluster only
+    through Ray's client port on the head (ray://HEAD:10001) and S3 on the bridge. It submits a job with
+    `--controller cluster --detach` and keeps nothing: the job's record and its controller live on the head,
+    in the cluster's home. A worker host (its own empty SHIPYARD_HOME) follows the job's logs to the end,
+    and the submitting machine describes it through the cluster."""
+    _all_nodes_up(hosts)
+    name = f"home-{os.getpid()}"
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(CLUSTER_HOME_SCRIPT)
+    cli = [sys.executable, "-m", "shipyard.cli.main"]
+    laptop = {**os.environ, "RAY_ADDRESS": f"ray://{hosts.addresses[HEAD]}:10001",
+              "SHIPYARD_HOME": str(tmp_path / "laptop"), "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
+    submitted = subprocess.run([*cli, "run", "train.py", "--source-dir", str(source), "--instance-count", "2",
+                                "--output-path", "s3://out/jobs", "--backend", "ray", "--controller", "cluster",
+                                "--job-name", name, "--detach"],
+                               env=laptop, capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    home = hosts.on_host(HEAD, f"/tmp/shipyard-ray/home/jobs/{name}")
+
+    def controller_on_head() -> bool:
+        return any(f"shipyard.control.controller {name}" in " ".join(p.cmdline()) for p in hosts.processes(HEAD))
+
+    deadline = time.monotonic() + 60
+    while not controller_on_head():
+        assert time.monotonic() < deadline, f"no controller of {name} on the head:\n{_read(home / 'controller.log')}"
+        time.sleep(0.2)
+    followed = hosts.run(WORKERS[-1], ["shipyard", "logs", name, "--follow"],
+                         {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/elsewhere-home"}, timeout=180)
+    assert followed.returncode == 0, followed.stderr
+    for host in ("algo-1", "algo-2"):
+        steps = [line.rsplit(" ", 1)[1] for line in followed.stdout.splitlines() if f"| {host} step " in line]
+        assert steps == [str(step) for step in range(1, 31)], followed.stdout[-3000:]
+    described = subprocess.run([*cli, "describe", name], env=laptop, capture_output=True, text=True, timeout=60)
+    assert described.returncode == 0, described.stderr
+    description = json.loads(described.stdout)
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    assert not (tmp_path / "laptop" / "jobs").exists()   # nothing of the job on the submitting machine
+    assert "controller: peak memory" in _read(home / "controller.log")
+    assert not _job_processes(hosts, name)

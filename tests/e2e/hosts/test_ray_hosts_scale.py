@@ -21,7 +21,7 @@ from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.netns]
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).parent.parent / "scripts"
 HEAD, WORKERS, PER_WORKER = 0, 8, 2
 LINES = 5000
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

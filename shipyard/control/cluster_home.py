@@ -1,0 +1,265 @@
+"""A shipyard home on the Ray cluster, so a job's controller can live there (`controller="cluster"`): the
+user's machine may disconnect, and any machine that reaches the cluster can follow the job.
+
+The home is one detached Ray actor per cluster (`shipyard-home` in Ray's namespace `shipyard`), pinned to
+the head node, whose process keeps a store of its own under SHIPYARD_RAY_HOME on the head (default
+`<SHIPYARD_RAY_NODE_DIR>/home`). A job given to it is recorded in that store and its controller started on
+the head as a local controller is started, with that store: the job's record lives with its controller.
+Reading it from anywhere goes through the actor: `describe` returns what describe() returns there, and
+`start`/`read` run a read or stop command of the `shipyard` CLI there (`logs --follow`, `wait`, ...) and
+pass its output back as it comes. Only Ray's connection is needed, no other port: whoever can call the
+cluster's actors can read and stop its jobs (as they could run code there anyway).
+
+The class is plain Python (ray.remote wraps it where it is used, so importing this module does not import
+Ray). The head needs shipyard installed in the Python its Ray workers run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from shipyard import settings
+
+ACTOR_NAME, NAMESPACE = "shipyard-home", "shipyard"
+# What a machine may run on the home: commands that read a job, wait for it or stop it.
+COMMANDS = frozenset({"describe", "logs", "wait", "stop"})
+# The submitting environment's variables the controller gets (storage endpoints and credentials, shipyard's
+# settings), less those that describe the submitting machine.
+FORWARDED_PREFIXES = ("SHIPYARD_", "AWS_")
+NOT_FORWARDED = frozenset({"SHIPYARD_HOME", "SHIPYARD_RAY_ADDRESS", "SHIPYARD_RAY_HOME"})
+READ_POLL_SECONDS = 0.2
+# A command nobody has read for this long was left by a client that went away: it is ended.
+ABANDONED_SECONDS = 60.0
+
+
+def forwarded_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED}
+
+
+class _Command:
+    """One CLI command running on the home: its output collected by two threads until read."""
+
+    def __init__(self, argv: list[str], home: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("SHIPYARD_RAY_ADDRESS", "RAY_ADDRESS")}
+        self.process = subprocess.Popen([sys.executable, "-m", "shipyard.cli.main", *argv],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env={**env, "SHIPYARD_HOME": str(home)})
+        self.lock = threading.Lock()
+        self.output = {"stdout": bytearray(), "stderr": bytearray()}
+        self.read_at = time.monotonic()
+        self.readers = [threading.Thread(target=self._pump, args=(name,), daemon=True) for name in self.output]
+        for reader in self.readers:
+            reader.start()
+
+    def _pump(self, name: str) -> None:
+        stream = getattr(self.process, name)
+        while chunk := stream.read1(1 << 16):
+            with self.lock:
+                self.output[name] += chunk
+
+    def read(self) -> dict:
+        """What it printed since the last read, and its exit code once it has ended and all is read."""
+        self.read_at = time.monotonic()
+        ended = self.process.poll() is not None
+        if ended:
+            for reader in self.readers:
+                reader.join()
+        with self.lock:
+            taken = {name: bytes(buffer) for name, buffer in self.output.items()}
+            for buffer in self.output.values():
+                buffer.clear()
+        return {**taken, "exit_code": self.process.returncode if ended else None}
+
+
+class ClusterHome:
+    """The actor. Its calls run in threads (max_concurrency): a long read never holds up a submission."""
+
+    def __init__(self, home: str) -> None:
+        import ray
+
+        from shipyard.store import Store
+
+        # This cluster, for what runs here: jobs' plans and controllers.
+        os.environ["SHIPYARD_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+        self.home = Path(home)
+        self.store = Store(self.home)
+        self.commands: dict[int, _Command] = {}
+        self.numbers = itertools.count(1)
+        self.lock = threading.Lock()
+        threading.Thread(target=self._end_abandoned, daemon=True).start()
+
+    def where(self) -> dict:
+        """The home's directory and the Ray node it is on (the head's)."""
+        import ray
+
+        return {"home": str(self.home), "node_id": ray.get_runtime_context().get_node_id()}
+
+    def submit(self, spec_json: str, environment: dict[str, str]) -> str:
+        """Record the job and start its controller on the head (control/submit.py, the code already uploaded)
+        in a process of its own with `environment` added, so what the submitter set (storage, the Ray
+        settings its plan reads) holds for this job only, and the controller is not this actor's child (it
+        outlives the actor). Returns the job's name."""
+        from shipyard.errors import ShipyardError
+
+        done = subprocess.run([sys.executable, "-m", "shipyard.control.cluster_home", "submit"], input=spec_json,
+                              env={**os.environ, **environment, "SHIPYARD_HOME": str(self.home)},
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ShipyardError(f"the cluster's home could not start the job: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def exists(self, name: str) -> bool:
+        return self.store.exists(name)
+
+    def describe(self, name: str) -> dict:
+        from shipyard.control.describe import describe
+
+        return describe(self.store, name)
+
+    def spec_json(self, name: str) -> str:
+        return self.store.get_job(name).spec.model_dump_json()
+
+    def start(self, argv: list[str]) -> int:
+        """Run `shipyard ARGV` here (a command of COMMANDS); returns its number for read()."""
+        if not argv or argv[0] not in COMMANDS:
+            raise ValueError(f"{argv[:1]}: only {', '.join(sorted(COMMANDS))} run on the cluster's home")
+        with self.lock:
+            number = next(self.numbers)
+            self.commands[number] = _Command(list(argv), self.home)
+        return number
+
+    def read(self, number: int) -> dict:
+        with self.lock:
+            command = self.commands[number]
+        taken = command.read()
+        if taken["exit_code"] is not None:
+            with self.lock:
+                self.commands.pop(number, None)
+        return taken
+
+    def cancel(self, number: int) -> None:
+        with self.lock:
+            command = self.commands.pop(number, None)
+        if command is not None:
+            command.process.kill()
+            command.process.wait()
+
+    def _end_abandoned(self) -> None:
+        while True:
+            time.sleep(ABANDONED_SECONDS / 4)
+            with self.lock:
+                stale = [n for n, c in self.commands.items() if time.monotonic() - c.read_at > ABANDONED_SECONDS]
+            for number in stale:
+                self.cancel(number)
+
+
+# -- the client's side ---------------------------------------------------------------------------------
+
+
+def home_actor(create: bool = False):
+    """The cluster's home (connecting this process to settings.ray_address() first), created on the head
+    when `create` and there is none yet; None when there is none."""
+    import ray
+
+    from shipyard.backends.ray.backend import connect
+
+    connect(settings.ray_address())
+    try:
+        return ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+    except ValueError:
+        if not create:
+            return None
+    home = settings.ray_cluster_home()
+    return ray.remote(ClusterHome).options(
+        name=ACTOR_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
+        max_concurrency=32, resources={"node:__internal_head__": 0.001},
+        # The head's Python must import shipyard as this machine does (the same install).
+    ).remote(home)
+
+
+def submit(spec_json: str) -> str:
+    """Give the job (its code already uploaded) to the cluster's home, which records it and starts its
+    controller on the head."""
+    import ray
+
+    return ray.get(home_actor(create=True).submit.remote(spec_json, forwarded_environment()))
+
+
+def has_job(name: str, create: bool = False) -> bool:
+    """Whether the cluster (settings.ray_address()) has a home that holds job `name` (`create`: making the
+    home when there is none)."""
+    import ray
+
+    actor = home_actor(create)
+    return actor is not None and ray.get(actor.exists.remote(name))
+
+
+def describe(name: str) -> dict:
+    import ray
+
+    return ray.get(home_actor().describe.remote(name))
+
+
+def spec_json(name: str) -> str:
+    import ray
+
+    return ray.get(home_actor().spec_json.remote(name))
+
+
+def run(argv: list[str], stdout=None, stderr=None) -> int:
+    """Run `shipyard ARGV` on the cluster's home, its output written here as it comes; its exit code.
+    Interrupted here (Ctrl-C), it is ended there."""
+    import ray
+
+    actor = home_actor()
+    stdout, stderr = stdout or sys.stdout.buffer, stderr or sys.stderr.buffer
+    number = ray.get(actor.start.remote(list(argv)))
+    try:
+        while True:
+            taken = ray.get(actor.read.remote(number))
+            for stream, name in ((stdout, "stdout"), (stderr, "stderr")):
+                if taken[name]:
+                    stream.write(taken[name])
+                    stream.flush()
+            if taken["exit_code"] is not None:
+                return taken["exit_code"]
+            time.sleep(READ_POLL_SECONDS)
+    except BaseException:
+        ray.get(actor.cancel.remote(number))
+        raise
+
+
+def main() -> int:
+    """`python -m shipyard.control.cluster_home submit`, run by the home for each job: the job's spec on stdin,
+    its name on stdout once its controller is started; what went wrong on stderr."""
+    from shipyard.control.controller import write_controller_environment
+    from shipyard.control.submit import submit as submit_job
+    from shipyard.errors import ConflictError, ShipyardError
+    from shipyard.spec.job import JobSpec
+    from shipyard.store import Store
+
+    if sys.argv[1:] != ["submit"]:
+        print("usage: python -m shipyard.control.cluster_home submit < SPEC.json", file=sys.stderr)
+        return 2
+    spec = JobSpec.model_validate_json(sys.stdin.read())
+    store = Store()
+    try:
+        if store.exists(spec.job_name):
+            raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
+        write_controller_environment(store, spec.job_name, forwarded_environment())
+        submit_job(store, spec)
+    except ShipyardError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(spec.job_name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -121,10 +121,22 @@ class ClusterTrainingJob(TrainingJob):
         self._run(["stop", self.name], quiet=True)
 
     def update(self, keep_alive_period_in_seconds: int) -> None:
-        from shipyard.errors import ValidationError
+        self._not_here("update(keep_alive_period_in_seconds=...)", "such a job keeps no warm pool")
 
-        raise ValidationError("keep_alive_period_in_seconds", keep_alive_period_in_seconds,
-                              "a job whose controller lives on the cluster has no warm pool to update")
+    def enable_default_profiling(self):
+        self._not_here("enable_default_profiling()", "give profiler_config when submitting it")
+
+    def disable_profiling(self):
+        self._not_here("disable_profiling()", "give profiler_config when submitting it")
+
+    def update_profiler(self, *args, **kwargs):
+        self._not_here("update_profiler()", "give profiler_config when submitting it")
+
+    def _not_here(self, what: str, instead: str) -> None:
+        from shipyard.errors import ShipyardError
+
+        raise ShipyardError(f"{what} is not available for job {self.name}, whose controller lives on the cluster "
+                            f"(not built yet): {instead}")
 
     def _follow(self, show_logs: bool, quiet: bool) -> dict:
         self._run(["wait", self.name, *(["--logs"] if show_logs else [])], quiet=quiet, check=False)

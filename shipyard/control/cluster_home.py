@@ -33,6 +33,7 @@ COMMANDS = frozenset({"describe", "logs", "wait", "stop"})
 FORWARDED_PREFIXES = ("SHIPYARD_", "AWS_")
 NOT_FORWARDED = frozenset({"SHIPYARD_HOME", "SHIPYARD_RAY_ADDRESS", "SHIPYARD_RAY_HOME"})
 READ_POLL_SECONDS = 0.2
+CONNECT_SECONDS = 5.0   # how long the cluster's address may take to accept a connection
 # A command nobody has read for this long was left by a client that went away: it is ended.
 ABANDONED_SECONDS = 60.0
 
@@ -169,7 +170,9 @@ def home_actor(create: bool = False):
 
     from shipyard.backends.ray.backend import connect
 
-    connect(settings.ray_address())
+    address = settings.ray_address()
+    _check_reachable(address)
+    connect(address)
     try:
         return ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
     except ValueError:
@@ -181,6 +184,22 @@ def home_actor(create: bool = False):
         max_concurrency=32, resources={"node:__internal_head__": 0.001},
         # The head's Python must import shipyard as this machine does (the same install).
     ).remote(home)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once on a cluster address nothing answers at (Ray would retry for minutes)."""
+    import socket
+
+    from shipyard.errors import ShipyardError
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return   # "auto" and the like: Ray finds the cluster itself
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ShipyardError(f"the Ray cluster at {address} (RAY_ADDRESS) does not answer: {exc}; start it "
+                            "(`ray start --head`) or name the one that runs") from None
 
 
 def submit(spec_json: str) -> str:

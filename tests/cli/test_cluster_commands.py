@@ -10,6 +10,7 @@ from shipyard.cli.main import cli
 from shipyard.control import cluster_home
 from shipyard.errors import ShipyardError
 from shipyard.sdk.job import ClusterTrainingJob
+from shipyard.store import Store
 
 
 @pytest.fixture
@@ -66,3 +67,19 @@ def test_what_a_cluster_job_cannot_change_from_here_is_refused_by_name():
         with pytest.raises(ShipyardError, match=f"^{what} is not available for job far, whose controller lives "
                                                 "on the cluster"):
             call()
+
+
+def test_a_cluster_that_does_not_answer_is_said_at_once_and_nothing_is_written(runner, home, tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("SHIPYARD_RAY_SHARED_STORAGE", "1")   # this machine's files pass for shared ones
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = runner.invoke(cli, ["run", "train.py", "--backend", "ray", "--controller", "cluster", "--detach"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: the Ray cluster at 127.0.0.1:{port} (RAY_ADDRESS) does not answer: ")
+    assert not (home / "shipyard.db").exists() or not Store(home).list_jobs()

@@ -272,7 +272,7 @@ def main() -> int:
         if store.exists(spec.job_name):
             raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
         write_controller_environment(store, spec.job_name, forwarded_environment())
-        submit_job(store, spec)
+        submit_job(store, spec, hand_off=False)
     except ShipyardError as exc:
         print(exc, file=sys.stderr)
         return 2

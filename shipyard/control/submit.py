@@ -21,11 +21,12 @@ from shipyard.store.queue import CapacityQueue
 
 
 def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> None:
+           progress: Callable[[int, int], None] | None = None, hand_off: bool = True) -> None:
     """Start `spec` as a new job. `pack(directory)` writes the job's sourcedir.tar.gz into `directory` and
     returns its path; it is uploaded to the job's source URI, `progress(done, total)` told the bytes sent
-    as they go. Without it, the code must already be there."""
-    on_cluster = spec.controller == "cluster"
+    as they go. Without it, the code must already be there. A job whose controller is to live on the
+    cluster is handed to the cluster's home there (`hand_off`: but by the home itself)."""
+    on_cluster = spec.controller == "cluster" and hand_off
     if on_cluster:
         from shipyard.control import cluster_home as home
     if store.exists(spec.job_name) or (on_cluster and home.has_job(spec.job_name, create=True)):
@@ -37,7 +38,7 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
             transfer.upload_file(pack(Path(tmp)), spec.source_uri, progress)
     if on_cluster:   # recorded and controlled on the cluster's head, where this function runs again
-        home.submit(spec.model_copy(update={"controller": "local"}).model_dump_json())
+        home.submit(spec.model_dump_json())
         return
     store.create_job(spec)
     _say_expected_cost(store, spec)

@@ -603,6 +603,7 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
         assert json.loads(described.stdout)["TrainingJobStatus"] == "Completed"
         monkeypatch.setenv("SHIPYARD_HOME", str(tmp_path / "elsewhere"))
         attached = Estimator.attach(name)
+        assert (attached.backend, attached.controller) == ("ray", "cluster")   # as the record says
         model = attached.latest_training_job.describe()["ModelArtifacts"]["S3ModelArtifacts"]
         assert _members(model, tmp_path / "model") == {"done-algo-1": b"ok", "done-algo-2": b"ok"}
         # The record and the controller lived on the head, in the home's store.

@@ -162,9 +162,9 @@ def test_entry_point_given_with_its_source_dir_path(tmp_path, monkeypatch):
 
 def test_a_framework_registered_by_another_package_is_accepted(tmp_path, monkeypatch):
     """The job file's `framework` is any name in the frameworks registry, entry points included."""
-    from importlib.metadata import EntryPoint
+    from importlib.metadata import EntryPoint, EntryPoints
 
     added = [EntryPoint("mine", "shipyard.sdk.frameworks:PyTorch", "shipyard.frameworks")]
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: added if group == "shipyard.frameworks" else [])
+    monkeypatch.setattr("shipyard.registry._installed_entry_points", lambda: EntryPoints(added))
     monkeypatch.delattr(jobfile.FRAMEWORKS, "_entries", raising=False)  # read the entry points again
     assert load(_write(tmp_path, "framework: mine\n")).framework == "mine"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import sys
-from importlib.metadata import EntryPoint
+from importlib.metadata import EntryPoint, EntryPoints
 
 import pytest
 
@@ -24,7 +24,7 @@ def test_a_built_in_is_imported_when_loaded_not_before(monkeypatch):
 def test_entry_points_add_names_but_do_not_replace_built_ins(monkeypatch):
     found = [EntryPoint("slurm", "textwrap:dedent", "shipyard.backends"),
              EntryPoint("local", "textwrap:indent", "shipyard.backends")]
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: found if group == "shipyard.backends" else [])
+    monkeypatch.setattr("shipyard.registry._installed_entry_points", lambda: EntryPoints(found))
     backends = Registry("backends", "backend", {"local": "shipyard.backends.local:LocalBackend"})
     assert dict(backends) == {"slurm": "textwrap:dedent", "local": "shipyard.backends.local:LocalBackend"}
     assert backends.load("slurm").__name__ == "dedent"

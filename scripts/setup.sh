@@ -106,4 +106,10 @@ if [ ! -f "$STAMP_DIR/project-$project_key" ]; then
     rm -f "$STAMP_DIR"/project-*
     touch "$STAMP_DIR/project-$project_key"
 fi
+# shipyard's own bytecode, written here: where PYTHONDONTWRITEBYTECODE is set (as in some CI images) no
+# process writes it, and each of a job's processes would compile shipyard's sources again (about 0.07 s
+# of CPU each). A second or so when nothing changed; a source edited later is compiled as it is imported.
+if [ -d shipyard ]; then
+    "$VENV/bin/python" -m compileall -q -j 0 shipyard >/dev/null
+fi
 say "ready ($VENV/bin/python)"

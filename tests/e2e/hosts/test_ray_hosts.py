@@ -569,7 +569,9 @@ def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(ho
     source.mkdir()
     (source / "train.py").write_text(CLUSTER_HOME_SCRIPT)
     cli = [sys.executable, "-m", "shipyard.cli.main"]
-    laptop = {**os.environ, "RAY_ADDRESS": f"ray://{hosts.addresses[HEAD]}:10001",
+    # A shell of its own: none of this process's Ray variables (a test before may have connected it to Ray).
+    laptop = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
+              "RAY_ADDRESS": f"ray://{hosts.addresses[HEAD]}:10001",
               "SHIPYARD_HOME": str(tmp_path / "laptop"), "SHIPYARD_S3_ENDPOINT_URL": s3_on_bridge, **AWS}
     submitted = subprocess.run([*cli, "run", "train.py", "--source-dir", str(source), "--instance-count", "2",
                                 "--output-path", "s3://out/jobs", "--backend", "ray", "--controller", "cluster",

@@ -146,9 +146,8 @@ def s3(s3_server, monkeypatch):
 class S3Proxy:
     """An S3 endpoint in front of moto's that a test can hold, break and watch: `hold(bucket, after=n)` makes
     every object body of that bucket after the first n wait until `release()` (listings and HEADs still
-    answer), `dark = True`
-    answers every request 503 and cuts bodies being sent (the endpoint is down), `sent["bucket/key"]`
-    counts the body bytes each object gave, and `requests` lists every request."""
+    answer), `dark = True` answers every request 503 and cuts bodies being sent (the endpoint is down),
+    `sent["bucket/key"]` counts the body bytes each object gave, and `requests` lists every request."""
 
     CHUNK = 64 * 1024
 

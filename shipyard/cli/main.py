@@ -92,13 +92,9 @@ def _store():
 def _run_where_it_lives(job: str) -> None:
     """A job this machine's store does not have but the named Ray cluster's home does (its controller lives
     there: control/cluster_home.py): the command runs there, its output shown here, its exit code this one's."""
-    from shipyard import settings
-
-    if _store().exists(job) or not settings.ray_address_given():
-        return
     from shipyard.control import cluster_home as home
 
-    if home.has_job(job):
+    if home.holds(_store(), job):
         ctx = click.get_current_context()
         ctx.exit(home.run(_command_line(ctx)))
 

@@ -38,9 +38,8 @@ CONNECT_SECONDS = 5.0   # how long the cluster's address may take to accept a co
 ABANDONED_SECONDS = 60.0
 
 
-def forwarded_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    environ = os.environ if environ is None else environ
-    return {k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED}
+def forwarded_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED}
 
 
 class _Command:
@@ -171,7 +170,8 @@ def home_actor(create: bool = False):
     from shipyard.backends.ray.backend import connect
 
     address = settings.ray_address()
-    _check_reachable(address)
+    if not ray.is_initialized():
+        _check_reachable(address)
     connect(address)
     try:
         return ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
@@ -181,9 +181,7 @@ def home_actor(create: bool = False):
     home = settings.ray_cluster_home()
     return ray.remote(ClusterHome).options(
         name=ACTOR_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
-        max_concurrency=32, resources={"node:__internal_head__": 0.001},
-        # The head's Python must import shipyard as this machine does (the same install).
-    ).remote(home)
+        max_concurrency=32, resources={"node:__internal_head__": 0.001}).remote(home)
 
 
 def _check_reachable(address: str) -> None:
@@ -208,6 +206,12 @@ def submit(spec_json: str) -> str:
     import ray
 
     return ray.get(home_actor(create=True).submit.remote(spec_json, forwarded_environment()))
+
+
+def holds(store, name: str) -> bool:
+    """Whether job `name` lives on the named Ray cluster's home rather than in `store`, this machine's: it
+    is not here, a cluster is named (RAY_ADDRESS), and its home has it."""
+    return not store.exists(name) and settings.ray_address_given() and has_job(name)
 
 
 def has_job(name: str, create: bool = False) -> bool:

@@ -365,12 +365,11 @@ class EstimatorBase:
                wait: bool = True) -> EstimatorBase:
         """Rebuild the estimator of an existing job (from any process). Like SageMaker's, it waits for
         the job to finish unless wait=False; unlike SageMaker's, metric definitions are restored."""
-        from shipyard import settings
         from shipyard.control import cluster_home as home
         from shipyard.store import Store
 
         store = Store()
-        if not store.exists(training_job_name) and settings.ray_address_given() and home.has_job(training_job_name):
+        if home.holds(store, training_job_name):
             # Its controller lives on the Ray cluster's head, and its record with it.
             estimator = cls._from_spec(JobSpec.model_validate_json(home.spec_json(training_job_name)))
             estimator.latest_training_job = ClusterTrainingJob(training_job_name)

@@ -509,44 +509,6 @@ def _describe(hosts: NetnsCluster, env: dict[str, str], name: str) -> dict:
     return json.loads(described.stdout)
 
 
-def test_a_head_restarted_mid_job_resumes_a_spot_job_on_the_new_cluster(hosts, s3_on_bridge):
-    """The head's Ray is restarted (`ray stop --force`, `ray start --head`) while a spot job runs, its
-    controller on the head host. Without GCS fault tolerance that is a new cluster: the old one's nodes,
-    actors and placement group are gone with its state, and Ray would end the controller (its driver) once
-    the head is away for a minute. The controller notices at once (the new head refuses the old cluster's
-    ID), kills the instances' processes on the workers while their actors still answer, and ends the attempt
-    Interrupted, each host's log saying why. Ray lets a process connect once, so the controller continues
-    the job as a new process (the same pid): when the workers have joined the new head, the next attempt
-    runs there from the checkpoints and completes."""
-    _all_nodes_up(hosts)
-    name = f"head-{os.getpid()}"
-    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=30", "--hp", "hold=15", "--use-spot-instances",
-                  "--max-run", "300", "--max-wait", "400")
-    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
-    shown = lambda: "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"  # noqa: E731
-                              for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))
-    _wait_for_log(logs / "algo-2.log", "step=10", 120)
-    restarted = time.monotonic()
-    hosts.restart_head()
-    why = f"the Ray cluster's head at {hosts.ray_address} "
-    _wait_for_log(logs / "algo-2.log", f"algo-2 lost: {why}", 60)
-    print(f"\n[netns] the instances were lost {time.monotonic() - restarted:.1f} s after the head's restart began")
-    _all_nodes_up(hosts)   # the workers join the new head, as an operator (or their supervisor) starts them
-    waited = hosts.run(HEAD, ["shipyard", "jobs", "wait", name], env, timeout=240)
-    print(f"[netns] the job completed {time.monotonic() - restarted:.1f} s after the head's restart began")
-    described = _describe(hosts, env, name)
-    assert (waited.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
-        f"{described.get('FailureReason')}\n{described.get('SecondaryStatusTransitions')}\n{shown()}")
-    assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"], shown()
-    assert "continuing the job in a new process" in _read(logs.parent / "controller.log"), shown()
-    for host in ("algo-1", "algo-2"):   # each instance's processes killed by the controller, saying why
-        log = _read(logs / f"{host}.log")
-        assert "step=10" in log and f"{host} lost: {why}" in log, shown()
-    records = _model_records(_s3(s3_on_bridge), described)
-    assert all(records[h]["from_step"] > 0 for h in ("algo-1", "algo-2")), records   # from the checkpoints
-    assert not _job_processes(hosts, name), shown()
-
-
 CLUSTER_HOME_SCRIPT = """
 import os, time
 host = os.environ["SM_CURRENT_HOST"]
@@ -600,3 +562,42 @@ def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(ho
     assert not (tmp_path / "laptop" / "jobs").exists()   # nothing of the job on the submitting machine
     assert "controller: peak memory" in _read(home / "controller.log")
     assert not _job_processes(hosts, name)
+
+
+def test_a_head_restarted_mid_job_resumes_a_spot_job_on_the_new_cluster(hosts, s3_on_bridge):
+    """The head's Ray is restarted (`ray stop --force`, `ray start --head`) while a spot job runs, its
+    controller on the head host. Without GCS fault tolerance that is a new cluster: the old one's nodes,
+    actors and placement group are gone with its state, and Ray would end the controller (its driver) once
+    the head is away for a minute. The controller notices at once (the new head refuses the old cluster's
+    ID), kills the instances' processes on the workers while their actors still answer, and ends the attempt
+    Interrupted, each host's log saying why. Ray lets a process connect once, so the controller continues
+    the job as a new process (the same pid): when the workers have joined the new head, the next attempt
+    runs there from the checkpoints and completes."""
+    _all_nodes_up(hosts)
+    name = f"head-{os.getpid()}"
+    env = _submit(hosts, s3_on_bridge, name, "--hp", "steps=30", "--hp", "hold=15", "--use-spot-instances",
+                  "--max-run", "300", "--max-wait", "400")
+    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
+    shown = lambda: "\n".join(f"--- {f}:\n{_read(logs.parent / f)[-3000:]}"  # noqa: E731
+                              for f in ("logs/algo-1.log", "logs/algo-2.log", "controller.log"))
+    _wait_for_log(logs / "algo-2.log", "step=10", 120)
+    restarted = time.monotonic()
+    hosts.restart_head()
+    why = f"the Ray cluster's head at {hosts.ray_address} "
+    _wait_for_log(logs / "algo-2.log", f"algo-2 lost: {why}", 60)
+    print(f"\n[netns] the instances were lost {time.monotonic() - restarted:.1f} s after the head's restart began")
+    _all_nodes_up(hosts)   # the workers join the new head, as an operator (or their supervisor) starts them
+    waited = hosts.run(HEAD, ["shipyard", "jobs", "wait", name], env, timeout=240)
+    print(f"[netns] the job completed {time.monotonic() - restarted:.1f} s after the head's restart began")
+    described = _describe(hosts, env, name)
+    assert (waited.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
+        f"{described.get('FailureReason')}\n{described.get('SecondaryStatusTransitions')}\n{shown()}")
+    assert [a["Outcome"] for a in described["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"], shown()
+    assert "continuing the job in a new process" in _read(logs.parent / "controller.log"), shown()
+    for host in ("algo-1", "algo-2"):   # each instance's processes killed by the controller, saying why
+        log = _read(logs / f"{host}.log")
+        assert "step=10" in log and f"{host} lost: {why}" in log, shown()
+    records = _model_records(_s3(s3_on_bridge), described)
+    assert all(records[h]["from_step"] > 0 for h in ("algo-1", "algo-2")), records   # from the checkpoints
+    assert not _job_processes(hosts, name), shown()
+

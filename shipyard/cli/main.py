@@ -275,13 +275,26 @@ Examples:
 @click.option("--name-contains", metavar="TEXT", help="Only jobs whose name contains TEXT.")
 @click.option("--since", metavar="DURATION|DATE", help="Only jobs created in the last 7d (or since 2026-11-01).")
 @click.option("--limit", type=int, help="At most this many, newest first.")
+@click.option("--on-cluster", is_flag=True,
+              help="The jobs whose controller lives on the Ray cluster named by RAY_ADDRESS (its home), not this "
+                   "machine's.")
 @output_option
-def list_jobs(status: str | None, name_contains: str | None, since: str | None, limit: int | None,
-              output: str) -> None:
+@click.pass_context
+def list_jobs(ctx: click.Context, status: str | None, name_contains: str | None, since: str | None,
+              limit: int | None, on_cluster: bool, output: str) -> None:
     """Jobs newest first: status, instances, strategy, duration, cost; a job waiting for capacity shows its
     place in the queue. Names are shown whole: on a narrow terminal the less needed columns go."""
     import datetime
     import time
+
+    if on_cluster:
+        from shipyard import settings
+        from shipyard.control import cluster_home as home
+
+        if not settings.ray_address_given():
+            raise click.UsageError("--on-cluster lists a Ray cluster's jobs: name the cluster with "
+                                   "RAY_ADDRESS=HEAD_IP:6379 (or ray://HEAD_IP:10001)")
+        ctx.exit(home.run(["jobs", *(a for a in _command_line(ctx) if a != "--on-cluster")]))
 
     from rich.markup import escape
 

@@ -6,15 +6,19 @@ the head node, whose process keeps a store of its own under SHIPYARD_RAY_HOME on
 `<SHIPYARD_RAY_NODE_DIR>/home`). A job given to it is recorded in that store and its controller started on
 the head as a local controller is started, with that store: the job's record lives with its controller.
 Reading it from anywhere goes through the actor: `describe` returns what describe() returns there, and
-`start`/`read` run a read or stop command of the `shipyard` CLI there (`logs --follow`, `wait`, ...) and
-pass its output back as it comes. Only Ray's connection is needed, no other port: whoever can call the
-cluster's actors can read and stop its jobs (as they could run code there anyway).
+`start`/`read` run a listing, read or stop command of the `shipyard` CLI there (`logs --follow`, ...) and
+pass its output back as it comes. The actor holds nothing the store does not: Ray restarts it when its
+process dies, and whoever needs it makes it again when it is gone (a head restarted), over the same store.
+The controllers are not its children and live on through either. Only Ray's connection is needed, no
+other port: whoever can call the cluster's actors can read and stop its jobs (as they could run code there
+anyway).
 
 The class is plain Python (ray.remote wraps it where it is used, so importing this module does not import
 Ray). The head needs shipyard installed in the Python its Ray workers run."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -26,8 +30,8 @@ from pathlib import Path
 from shipyard import settings
 
 ACTOR_NAME, NAMESPACE = "shipyard-home", "shipyard"
-# What a machine may run on the home: commands that read a job, wait for it or stop it.
-COMMANDS = frozenset({"describe", "logs", "wait", "stop"})
+# What a machine may run on the home: commands that list jobs, read one, wait for it or stop it.
+COMMANDS = (("jobs", "list"), ("describe",), ("logs",), ("wait",), ("stop",))
 # The submitting environment's variables the controller gets (storage endpoints and credentials, shipyard's
 # settings), less those that describe the submitting machine.
 FORWARDED_PREFIXES = ("SHIPYARD_", "AWS_")
@@ -36,6 +40,7 @@ READ_POLL_SECONDS = 0.2
 CONNECT_SECONDS = 5.0   # how long the cluster's address may take to accept a connection
 # A command nobody has read for this long was left by a client that went away: it is ended.
 ABANDONED_SECONDS = 60.0
+LOST = "shipyard: the cluster's home restarted, and this command ended with it; run it again\n"
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -95,10 +100,10 @@ class ClusterHome:
         threading.Thread(target=self._end_abandoned, daemon=True).start()
 
     def where(self) -> dict:
-        """The home's directory and the Ray node it is on (the head's)."""
+        """The home's directory, and the Ray node (the head's) and process it runs in."""
         import ray
 
-        return {"home": str(self.home), "node_id": ray.get_runtime_context().get_node_id()}
+        return {"home": str(self.home), "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def submit(self, spec_json: str, environment: dict[str, str]) -> str:
         """Record the job and start its controller on the head (control/submit.py, the code already uploaded)
@@ -127,8 +132,9 @@ class ClusterHome:
 
     def start(self, argv: list[str]) -> int:
         """Run `shipyard ARGV` here (a command of COMMANDS); returns its number for read()."""
-        if not argv or argv[0] not in COMMANDS:
-            raise ValueError(f"{argv[:1]}: only {', '.join(sorted(COMMANDS))} run on the cluster's home")
+        if not any(tuple(argv[:len(command)]) == command for command in COMMANDS):
+            raise ValueError(f"{argv[:2]}: only {', '.join(' '.join(c) for c in COMMANDS)} run on the cluster's "
+                             "home")
         with self.lock:
             number = next(self.numbers)
             self.commands[number] = _Command(list(argv), self.home)
@@ -136,7 +142,9 @@ class ClusterHome:
 
     def read(self, number: int) -> dict:
         with self.lock:
-            command = self.commands[number]
+            command = self.commands.get(number)
+        if command is None:   # started by this home's last process, which ended with it
+            return {"stdout": b"", "stderr": LOST.encode(), "exit_code": 1}
         taken = command.read()
         if taken["exit_code"] is not None:
             with self.lock:
@@ -162,9 +170,9 @@ class ClusterHome:
 # -- the client's side ---------------------------------------------------------------------------------
 
 
-def home_actor(create: bool = False):
-    """The cluster's home (connecting this process to settings.ray_address() first), created on the head
-    when `create` and there is none yet; None when there is none."""
+def home_actor():
+    """The cluster's home (connecting this process to settings.ray_address() first), made on the head when
+    there is none: it holds nothing the store on the head does not, so a new one reads the jobs of the last."""
     import ray
 
     from shipyard.backends.ray.backend import connect
@@ -173,15 +181,27 @@ def home_actor(create: bool = False):
     if not ray.is_initialized():
         _check_reachable(address)
     connect(address)
-    try:
-        return ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
-    except ValueError:
-        if not create:
-            return None
-    home = settings.ray_cluster_home()
+    # get_if_exists: of two processes making it at once, one makes it and both get it. max_restarts: Ray
+    # starts it again when its process dies.
     return ray.remote(ClusterHome).options(
         name=ACTOR_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
-        max_concurrency=32, resources={"node:__internal_head__": 0.001}).remote(home)
+        max_concurrency=32, max_restarts=-1, resources={"node:__internal_head__": 0.001},
+    ).remote(settings.ray_cluster_home())
+
+
+def _call(method: str, *args):
+    """ray.get of the home's `method`; the home's failure (it could not start on the head, or died during the
+    call) as a ShipyardError."""
+    import ray
+
+    from shipyard.errors import ShipyardError
+
+    try:
+        return ray.get(getattr(home_actor(), method).remote(*args))
+    except ray.exceptions.RayActorError as exc:
+        raise ShipyardError(f"the cluster's home (actor {ACTOR_NAME!r} on the head) failed during {method}: "
+                            f"{str(exc).strip().splitlines()[-1]}; run the command again (the home restarts), and "
+                            "check that shipyard is installed in the head's Python") from None
 
 
 def _check_reachable(address: str) -> None:
@@ -203,9 +223,7 @@ def _check_reachable(address: str) -> None:
 def submit(spec_json: str) -> str:
     """Give the job (its code already uploaded) to the cluster's home, which records it and starts its
     controller on the head."""
-    import ray
-
-    return ray.get(home_actor(create=True).submit.remote(spec_json, forwarded_environment()))
+    return _call("submit", spec_json, forwarded_environment())
 
 
 def holds(store, name: str) -> bool:
@@ -214,38 +232,27 @@ def holds(store, name: str) -> bool:
     return not store.exists(name) and settings.ray_address_given() and has_job(name)
 
 
-def has_job(name: str, create: bool = False) -> bool:
-    """Whether the cluster (settings.ray_address()) has a home that holds job `name` (`create`: making the
-    home when there is none)."""
-    import ray
-
-    actor = home_actor(create)
-    return actor is not None and ray.get(actor.exists.remote(name))
+def has_job(name: str) -> bool:
+    """Whether the cluster's (settings.ray_address()) home holds job `name`."""
+    return _call("exists", name)
 
 
 def describe(name: str) -> dict:
-    import ray
-
-    return ray.get(home_actor().describe.remote(name))
+    return _call("describe", name)
 
 
 def spec_json(name: str) -> str:
-    import ray
-
-    return ray.get(home_actor().spec_json.remote(name))
+    return _call("spec_json", name)
 
 
 def run(argv: list[str], stdout=None, stderr=None) -> int:
     """Run `shipyard ARGV` on the cluster's home, its output written here as it comes; its exit code.
     Interrupted here (Ctrl-C), it is ended there."""
-    import ray
-
-    actor = home_actor()
     stdout, stderr = stdout or sys.stdout.buffer, stderr or sys.stderr.buffer
-    number = ray.get(actor.start.remote(list(argv)))
+    number = _call("start", list(argv))
     try:
         while True:
-            taken = ray.get(actor.read.remote(number))
+            taken = _call("read", number)
             for stream, name in ((stdout, "stdout"), (stderr, "stderr")):
                 if taken[name]:
                     stream.write(taken[name])
@@ -254,7 +261,8 @@ def run(argv: list[str], stdout=None, stderr=None) -> int:
                 return taken["exit_code"]
             time.sleep(READ_POLL_SECONDS)
     except BaseException:
-        ray.get(actor.cancel.remote(number))
+        with contextlib.suppress(Exception):   # a home that died took the command with it
+            _call("cancel", number)
         raise
 
 

@@ -29,7 +29,7 @@ def submit(store, spec: JobSpec, pack: Callable[[Path], Path] | None = None,
     on_cluster = spec.controller == "cluster" and hand_off
     if on_cluster:
         from shipyard.control import cluster_home as home
-    if store.exists(spec.job_name) or (on_cluster and home.has_job(spec.job_name, create=True)):
+    if store.exists(spec.job_name) or (on_cluster and home.has_job(spec.job_name)):
         raise ConflictError(f"a job named {spec.job_name!r} already exists; job names are unique")
     launches = plan_job(spec, store.job_dir(spec.job_name))
     if pack is not None:

@@ -24,7 +24,7 @@ def far_home(monkeypatch):
         return 3
 
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
-    monkeypatch.setattr(cluster_home, "has_job", lambda name, create=False: name == "far")
+    monkeypatch.setattr(cluster_home, "has_job", lambda name: name == "far")
     monkeypatch.setattr(cluster_home, "run", run)
     return ran
 
@@ -45,6 +45,16 @@ def test_a_job_on_the_cluster_runs_the_command_there_as_given(runner, home, far_
 def test_the_short_flags_and_the_long_command_arrive_as_the_command_and_its_long_options(runner, home, far_home):
     runner.invoke(cli, ["jobs", "logs", "far", "-f"])
     assert far_home == [["logs", "far", "--follow"]]
+
+
+def test_the_cluster_s_jobs_are_listed_there_and_only_when_a_cluster_is_named(runner, home, far_home, monkeypatch):
+    result = runner.invoke(cli, ["jobs", "list", "--on-cluster", "--status", "failed", "-o", "json"])
+    assert far_home == [["jobs", "list", "--status", "Failed", "--output", "json"]] and result.exit_code == 3
+    monkeypatch.delenv("RAY_ADDRESS")
+    result = runner.invoke(cli, ["jobs", "list", "--on-cluster"])
+    assert result.exit_code == 2 and "--on-cluster lists a Ray cluster's jobs: name the cluster with RAY_ADDRESS" \
+        in result.stderr
+    assert len(far_home) == 1
 
 
 def test_a_job_on_neither_is_not_found_here(runner, home, far_home):

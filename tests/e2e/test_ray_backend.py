@@ -574,7 +574,8 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
     """`--controller cluster --detach`: the job is recorded in the cluster's home (an actor on the head, with a
     store of its own) and its controller runs there; the submitting process exits at once. Another machine's
     shipyard (its own empty SHIPYARD_HOME) follows the logs to the end, describes the job and attaches to it
-    through the cluster alone."""
+    through the cluster alone; lists the home's jobs; and a home that dies is made again over the same
+    store."""
     import ray
 
     from shipyard.control import cluster_home
@@ -601,6 +602,9 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
             assert steps == [f"{step} on {host}" for step in range(1, 26)]
         described = subprocess.run([*cli, "describe", name], env=elsewhere, capture_output=True, text=True, timeout=60)
         assert json.loads(described.stdout)["TrainingJobStatus"] == "Completed"
+        listed = subprocess.run([*cli, "jobs", "list", "--on-cluster", "-o", "json"], env=elsewhere,
+                                capture_output=True, text=True, timeout=60)
+        assert [(row["name"], row["status"]) for row in json.loads(listed.stdout)] == [(name, "Completed")]
         monkeypatch.setenv("SHIPYARD_HOME", str(tmp_path / "elsewhere"))
         attached = Estimator.attach(name)
         assert (attached.backend, attached.controller) == ("ray", "cluster")   # as the record says
@@ -609,7 +613,18 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
         # The record and the controller lived on the head, in the home's store.
         actor = ray.get_actor(cluster_home.ACTOR_NAME, namespace=cluster_home.NAMESPACE)
         head = next(n["NodeID"] for n in ray.nodes() if n["Resources"].get("node:__internal_head__"))
-        assert ray.get(actor.where.remote()) == {"home": str(tmp_path / "cluster-home"), "node_id": head}
+        where = ray.get(actor.where.remote())
+        assert where == {"home": str(tmp_path / "cluster-home"), "node_id": head, "pid": where["pid"]}
+        # The home's process killed: Ray starts it again. The home removed: the next reader makes it again.
+        # Either way it reads the same store.
+        os.kill(where["pid"], signal.SIGKILL)
+        for end in ("killed", "removed"):
+            described = subprocess.run([*cli, "describe", name], env=elsewhere, capture_output=True, text=True,
+                                       timeout=60)
+            assert json.loads(described.stdout)["TrainingJobStatus"] == "Completed", (end, described.stderr)
+            actor = ray.get_actor(cluster_home.ACTOR_NAME, namespace=cluster_home.NAMESPACE)
+            assert ray.get(actor.where.remote())["pid"] != where["pid"]
+            ray.kill(actor)
         job_dir = tmp_path / "cluster-home" / "jobs" / name
         assert "controller: peak memory" in (job_dir / "controller.log").read_text()
         forwarded = json.loads((job_dir / CONTROLLER_ENVIRONMENT).read_text())

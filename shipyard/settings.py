@@ -28,6 +28,24 @@ def local_max_instances() -> int | None:
     return int(value)
 
 
+def s3_read_timeout() -> float | None:
+    """SHIPYARD_S3_READ_TIMEOUT: seconds S3 may take to answer a request before it is sent again (default
+    botocore's 60). An S3-compatible store that assembles large objects slowly may need more: a retried
+    CompleteMultipartUpload of 2 GB races the first one on some (docs/storage.md)."""
+    value = os.environ.get("SHIPYARD_S3_READ_TIMEOUT", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        from shipyard.errors import ValidationError
+
+        raise ValidationError("SHIPYARD_S3_READ_TIMEOUT", value, "must be a number of seconds > 0, e.g. 600")
+    return seconds
+
+
 def default_backend() -> str:
     """SHIPYARD_BACKEND (default local): where instances run when a job does not say (`backend=`)."""
     return os.environ.get("SHIPYARD_BACKEND") or "local"
@@ -48,6 +66,12 @@ def ray_address_given() -> bool:
 def ray_pack() -> bool:
     """SHIPYARD_RAY_PACK=1: let instances share a node when the cluster has fewer nodes than instances."""
     return _flag("SHIPYARD_RAY_PACK")
+
+
+def forwarded() -> dict[str, str]:
+    """What a job's parts on other machines get of the submitting environment (a Ray node's agent, a
+    controller on the cluster's head): storage endpoints and credentials, and shipyard's settings."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("SHIPYARD_", "AWS_"))}
 
 
 def ray_shared_storage() -> bool:

@@ -32,9 +32,8 @@ from shipyard import settings
 ACTOR_NAME, NAMESPACE = "shipyard-home", "shipyard"
 # What a machine may run on the home: commands that list jobs, read one, wait for it or stop it.
 COMMANDS = (("jobs", "list"), ("describe",), ("logs",), ("wait",), ("stop",))
-# The submitting environment's variables the controller gets (storage endpoints and credentials, shipyard's
-# settings), less those that describe the submitting machine.
-FORWARDED_PREFIXES = ("SHIPYARD_", "AWS_")
+# Of the submitting environment's forwarded variables (settings.forwarded()), those that describe the
+# submitting machine: the controller on the head does not get them.
 NOT_FORWARDED = frozenset({"SHIPYARD_HOME", "SHIPYARD_RAY_ADDRESS", "SHIPYARD_RAY_HOME"})
 READ_POLL_SECONDS = 0.2
 CONNECT_SECONDS = 5.0   # how long the cluster's address may take to accept a connection
@@ -44,7 +43,7 @@ LOST = "shipyard: the cluster's home restarted, and this command ended with it; 
 
 
 def forwarded_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED}
+    return {k: v for k, v in settings.forwarded().items() if k not in NOT_FORWARDED}
 
 
 class _Command:

@@ -9,6 +9,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING
 
+from shipyard import settings
 from shipyard.errors import StorageError
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         endpoint = s3_endpoint()
         if endpoint:
             kwargs["client_kwargs"] = {"endpoint_url": endpoint}
+        if read_timeout := settings.s3_read_timeout():
+            kwargs["config_kwargs"] = {"read_timeout": read_timeout}
         # Other hosts and processes write under the same prefixes: never answer from a stale
         # listing. The instance itself stays cached (per endpoint): a new client costs ~1 s.
         kwargs["use_listings_cache"] = False

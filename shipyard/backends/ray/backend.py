@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -49,8 +48,6 @@ POOL_ACTOR_PREFIX = "shipyard-pool:"   # a warm pool's placement group and actor
 # What the host log says when an actor call raised on the node, by call.
 FAILED_CALLS = {"start": "could not start", "pull": "could not read the logs and events of",
                 "collect": "could not upload the model and output of"}
-# What the agent on a node gets of the controller's environment: storage endpoints and credentials.
-FORWARDED_ENV_PREFIXES = ("SHIPYARD_", "AWS_")
 SHARES_DIR = ".shipyard-shares"   # under the job's output: the nodes' shares of its tarballs, until assembled
 
 
@@ -483,7 +480,7 @@ class RayInstance:
         if self.actor is None:
             self._finish(143)
             return
-        environment = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+        environment = settings.forwarded()
         call = self.actor.run_next if reuse else self.actor.start
         try:
             where = ray.get(call.remote(self.plan.node.to_dict(), hosts, environment, self.plan.cpus_from_node,

@@ -46,8 +46,9 @@ QUICK_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_t
 # span of a 2-instance job: 4 ports): room for a job's span beside an earlier job's ports in TIME_WAIT.
 PORT_WINDOW = range(20000, 20016)
 # The model algo-1 writes in the artifacts test, and what the controller's memory must stay under (a
-# controller that received the model held all of it; without one its peak is about 165 MB).
-BIG_MODEL_MB, CONTROLLER_MB = 256, 200
+# controller that received the model held all of it; without one its peak is about 165 MB). The suite
+# writes 256 MB; SHIPYARD_TEST_BIG_MODEL_MB=2048 runs the issue's 2 GB by hand (docs/ray.md).
+BIG_MODEL_MB, CONTROLLER_MB = int(os.environ.get("SHIPYARD_TEST_BIG_MODEL_MB", "256")), 200
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -209,11 +210,13 @@ def test_a_large_model_goes_from_its_node_to_storage_not_through_the_controller(
     _all_nodes_up(hosts)
     _source(hosts, "/tmp/big-src", "hosts_big_model.py")
     name = f"big-{os.getpid()}"
-    env = _env(hosts, s3_on_bridge)
+    # moto assembles a multipart upload in memory, slowly: a client that gave up and sent it again would race
+    # the first.
+    env = {**_env(hosts, s3_on_bridge), "SHIPYARD_S3_READ_TIMEOUT": "600"}
     ran = hosts.run(HEAD, [
         "shipyard", "run", "train.py", "--source-dir", "/tmp/big-src", "--instance-count", "2",
         "--hp", f"megabytes={BIG_MODEL_MB}", "--output-path", "s3://out/jobs", "--backend", "ray",
-        "--job-name", name, "--no-logs"], env, timeout=300)
+        "--job-name", name, "--no-logs"], env, timeout=max(300, BIG_MODEL_MB // 2))
     job_dir = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}")
     controller_log = _read(job_dir / "controller.log")
     assert ran.returncode == 0, f"{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}\n{controller_log[-3000:]}"

@@ -70,6 +70,25 @@ def test_s3_endpoint_precedence(monkeypatch):
     assert fs.client_kwargs["endpoint_url"] == "http://shipyard" and path == "bucket/key"
 
 
+def test_s3_read_timeout_reaches_botocore_and_a_bad_one_is_named(monkeypatch):
+    from shipyard.errors import ValidationError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("SHIPYARD_S3_READ_TIMEOUT", "600")
+    fs, _ = uri.filesystem("s3://bucket/key")
+    fs.connect()   # makes the botocore client (sends nothing)
+    assert fs.s3.meta.config.read_timeout == 600.0
+    monkeypatch.delenv("SHIPYARD_S3_READ_TIMEOUT")
+    assert "read_timeout" not in uri.filesystem("s3://bucket/key")[0].config_kwargs   # botocore's default
+    for bad in ("ten", "0", "-5"):
+        monkeypatch.setenv("SHIPYARD_S3_READ_TIMEOUT", bad)
+        with pytest.raises(ValidationError, match=f"^SHIPYARD_S3_READ_TIMEOUT='{bad}': must be a number of "
+                                                  "seconds > 0, e.g. 600"):
+            uri.filesystem("s3://bucket/key")
+
+
 def test_s3_exists(s3):
     bucket = s3.bucket("exists")
     s3.put(f"{bucket}/pre/fix/obj", b"1")

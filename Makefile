@@ -20,10 +20,13 @@ demo: setup
 # tests runs on TEST_WORKERS pytest-xdist workers, a module on one (tests/conftest.py says how): in one
 # process the 2 cores were idle 40 % of the time, its jobs waiting. The netns tests run last, alone: beside
 # the rest the whole took as long, and their Ray nodes start slowly under load. TEST_WORKERS=0: one process.
+# The tests run as in an activated .venv: jobs find its tools first, as on the netns hosts (torch builds
+# DeepSpeed's op with the ninja it finds, and a build by another ninja is not reused).
 TEST_WORKERS ?= 2
+IN_VENV := PATH="$(CURDIR)/.venv/bin:$$PATH"
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not netns" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m netns $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(IN_VENV) $(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not netns" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(IN_VENV) $(PYTHON) -m pytest -q -p no:cacheprovider -m netns $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The tests that need an NVIDIA GPU (tests/gpu, real jobs on local_gpu, NCCL, NVML, CUDA traces, fp16/bf16,
 # DeepSpeed): run them on a machine with one and a CUDA build of torch; without, each skips saying why.

@@ -10,8 +10,10 @@ that holds the host's address, the rendezvous port is chosen on algo-1's host, a
 both hosts. A spot job's host cut from the network mid-job is lost, replaced on the spare worker, and
 reachable there by the survivor under its host name. A large model goes from its node to S3 without
 passing through the controller, whose memory stays low. An mpi job runs a rank on each of two hosts with
-no shared files and no SSH. A TensorFlow MultiWorkerMirroredStrategy job trains across two hosts on a
-TF_CONFIG that names them by host name, its ports chosen on algo-1's host. A job whose worker host crashes
+no shared files and no SSH. TensorFlow MultiWorkerMirroredStrategy and ParameterServerStrategy jobs train
+across two hosts on a TF_CONFIG that names them by host name, their ports chosen on algo-1's host (a
+parameter server on each host); shipyard.parallel pipelines a model with a stage on each host; DeepSpeed
+shards ZeRO-2 across two hosts. A job whose worker host crashes
 (kill -9 of everything on it) fails naming the host and its node, leaving no process of the job on any
 host; a spot job whose head is restarted resumes on the new cluster from its checkpoints. A test first
 starts again the nodes an earlier one lost."""
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.backends.sandbox import extension_cache
 from tests.e2e import netns
 from tests.e2e.netns import NetnsCluster, Unavailable
 
@@ -87,9 +91,11 @@ def _source(hosts: NetnsCluster, directory: str, script: str, *more: str) -> Non
 
 
 def _env(hosts: NetnsCluster, s3: str) -> dict[str, str]:
-    """The `shipyard` CLI's environment on the head: the cluster, a home of its own, S3 on the bridge."""
+    """The `shipyard` CLI's environment on the head: the cluster, a home of its own, S3 on the bridge, and
+    this machine's compiled torch ops (DeepSpeed's), as a cluster's image would hold them: each host would
+    compile them again (about 45 s)."""
     return {"RAY_ADDRESS": hosts.ray_address, "SHIPYARD_HOME": "/tmp/shipyard-home", "SHIPYARD_S3_ENDPOINT_URL": s3,
-            **AWS}
+            "TORCH_EXTENSIONS_DIR": str(extension_cache()), **AWS}
 
 
 def _s3(endpoint: str):
@@ -293,45 +299,142 @@ def test_mpi_job_runs_one_rank_on_each_of_two_hosts(hosts, s3_on_bridge):
     assert not left
 
 
+def _on_two_workers(hosts: NetnsCluster, s3: str, name: str, files: dict[str, Path], options: list[str],
+                    target: str = "train.py") -> tuple[dict, dict[str, str]]:
+    """A 2-instance job of `files` (name in the source directory -> file here) run from the head with
+    `options`, its job ports from PORT_WINDOW: its description and each host's log. It must have completed
+    with one instance on each of two worker hosts."""
+    _all_nodes_up(hosts)
+    started = time.monotonic()
+    directory = hosts.on_host(HEAD, f"/tmp/{name}-src")
+    directory.mkdir()
+    for file, source in files.items():
+        shutil.copy(source, directory / file)
+    env = _env(hosts, s3)
+    with _job_ports_from_window(hosts, env):
+        submitted = hosts.run(HEAD, [
+            "shipyard", "run", target, "--source-dir", f"/tmp/{name}-src", "--instance-count", "2",
+            "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name, "--max-run", "300",
+            "--stop-grace-seconds", "5", "--no-logs", *options], env, timeout=300)
+    print(f"\n[netns] {name} ran in {time.monotonic() - started:.1f} s")
+    logs_dir = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
+    logs = {h: _read(logs_dir / f"{h}.log") for h in ("algo-1", "algo-2")}
+    shown = "\n".join(f"--- {h}:\n{log[-3000:]}" for h, log in logs.items())
+    described = _describe(hosts, env, name)
+    assert (submitted.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
+        f"{described.get('FailureReason')}\n{submitted.stderr[-3000:]}\n{shown}")
+    placed = {h: _placed_on(hosts, log, h) for h, log in logs.items()}
+    assert len(set(placed.values())) == 2 and set(placed.values()) <= set(WORKERS), placed   # one per worker
+    return described, logs
+
+
+def _tf_job(hosts: NetnsCluster, s3: str, script: str, distribution: str) -> tuple[dict[str, dict], dict[str, str]]:
+    """A 2-instance TensorFlow job of `distribution` (_on_two_workers): each host's record (output.tar.gz)
+    and log."""
+    name = f"hosts-{distribution.replace('_', '-')}-{os.getpid()}"
+    _, logs = _on_two_workers(hosts, s3, name, {"train.py": SCRIPTS / script, "tf_common.py": SCRIPTS / "tf_common.py"},
+                              ["--framework", "tensorflow", "--distribution", distribution, "--env", "EPOCHS=2",
+                               "--env", "TF_CPP_MIN_LOG_LEVEL=2"])
+    body = _s3(s3).get_object(Bucket="out", Key=f"jobs/{name}/output/output.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        records = {m.name.removesuffix(".json"): json.load(tar.extractfile(m)) for m in tar.getmembers()
+                   if m.isfile()}
+    assert set(records) == {"algo-1", "algo-2"}, logs
+    return records, logs
+
+
+def _base_port(endpoint: str) -> int:
+    """The job's first port, from algo-1's first task's endpoint; it was chosen on a worker host (algo-1's),
+    not on the head."""
+    base = int(endpoint.rpartition(":")[2])
+    assert base in PORT_WINDOW, base
+    return base
+
+
 def test_tf_multi_worker_mirrored_trains_across_two_hosts_on_their_tf_config(hosts, s3_on_bridge):
     """A 2-instance TensorFlow MultiWorkerMirroredStrategy job: TF_CONFIG names each worker by its host name
     with a port of the job's span, chosen on algo-1's host, and the two workers, one per worker host, train
     in sync (both replicas in every step, the same losses on both)."""
-    _all_nodes_up(hosts)
-    started = time.monotonic()
-    _source(hosts, "/tmp/mwms-src", "tf_mwms_train.py", "tf_common.py")
-    name = f"hosts-mwms-{os.getpid()}"
-    env = _env(hosts, s3_on_bridge)
-    with _job_ports_from_window(hosts, env):
-        submitted = hosts.run(HEAD, [
-            "shipyard", "run", "train.py", "--source-dir", "/tmp/mwms-src", "--framework", "tensorflow",
-            "--instance-count", "2", "--distribution", "multi_worker_mirrored_strategy", "--env", "EPOCHS=2",
-            "--env", "TF_CPP_MIN_LOG_LEVEL=2", "--output-path", "s3://out/jobs", "--backend", "ray", "--job-name", name,
-            "--max-run", "300", "--stop-grace-seconds", "5", "--no-logs"], env, timeout=300)
-    print(f"\n[netns] the MultiWorkerMirroredStrategy job ran in {time.monotonic() - started:.1f} s")
-    logs = hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/logs")
-    shown = "\n".join(f"--- {h}:\n{_read(logs / f'{h}.log')[-3000:]}" for h in ("algo-1", "algo-2"))
-    described = _describe(hosts, env, name)
-    assert (submitted.returncode, described["TrainingJobStatus"]) == (0, "Completed"), (
-        f"{described.get('FailureReason')}\n{submitted.stderr[-3000:]}\n{shown}")
-    placed = {h: _placed_on(hosts, _read(logs / f"{h}.log"), h) for h in ("algo-1", "algo-2")}
-    assert len(set(placed.values())) == 2 and set(placed.values()) <= set(WORKERS), placed   # one per worker
-
-    body = _s3(s3_on_bridge).get_object(Bucket="out", Key=f"jobs/{name}/output/output.tar.gz")["Body"].read()
-    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
-        records = {m.name.removesuffix(".json"): json.load(tar.extractfile(m)) for m in tar.getmembers()
-                   if m.isfile()}
-    assert set(records) == {"algo-1", "algo-2"}, shown
+    records, _ = _tf_job(hosts, s3_on_bridge, "tf_mwms_train.py", "multi_worker_mirrored_strategy")
     workers = records["algo-1"]["tf_config"]["cluster"]["worker"]
-    base = int(workers[0].rpartition(":")[2])
+    base = _base_port(workers[0])
     assert workers == [f"algo-1:{base}", f"algo-2:{base + 1}"], workers   # the job's ports: base + host index
-    assert base in PORT_WINDOW, base   # chosen on a worker host (algo-1's), not on the head
     for index, (h, record) in enumerate(sorted(records.items())):
         assert record["tf_config"] == {"cluster": {"worker": workers}, "environment": "cloud",
                                        "task": {"index": index, "type": "worker"}}, h
         assert record["replicas"] == 2, h   # a replica on each host in every step
     assert records["algo-1"]["losses"] == records["algo-2"]["losses"], records   # the all-reduce kept them in sync
     assert records["algo-1"]["losses"][-1] < records["algo-1"]["losses"][0], records
+
+
+def test_tf_parameter_server_places_variables_on_both_hosts_servers(hosts, s3_on_bridge):
+    """A 2-instance TensorFlow ParameterServerStrategy job: each host runs a parameter server beside its
+    script, listening on its own host's port of the job's span; TF_CONFIG names the master, the worker and
+    both servers by host name; the master's variables live on both hosts' servers and its loss fell."""
+    records, logs = _tf_job(hosts, s3_on_bridge, "tf_ps_train.py", "parameter_server")
+    cluster = records["algo-1"]["tf_config"]["cluster"]
+    base = _base_port(cluster["master"][0])
+    assert cluster == {"master": [f"algo-1:{base}"], "worker": [f"algo-2:{base + 1}"],
+                       "ps": [f"algo-1:{base + 2}", f"algo-2:{base + 3}"]}, cluster
+    assert records["algo-2"]["tf_config"]["cluster"] == cluster
+    assert records["algo-1"]["tf_config"]["task"] == {"index": 0, "type": "master"}
+    assert records["algo-2"]["tf_config"]["task"] == {"index": 0, "type": "worker"}
+    for index, host in enumerate(("algo-1", "algo-2")):
+        assert f"parameter server ps:{index} listening on {cluster['ps'][index]}" in logs[host], logs[host][-3000:]
+    master = records["algo-1"]
+    assert master["variables_on"] == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"], master
+    assert master["loss_after"] < master["loss_before"] / 2, master
+
+
+PARALLEL = Path(__file__).parents[2] / "parallel"
+STRATEGY_STEPS = 30
+PIPELINE = {"pipeline_parallel_degree": 2, "microbatches": 2, "bf16": True, "activation_checkpointing": True}
+
+
+def test_shipyard_parallel_pipelines_a_model_across_two_hosts(hosts, s3_on_bridge):
+    """shipyard.parallel's model parallelism (SageMaker's smdistributed modelparallel) with a 2-stage pipeline
+    whose stages are on different hosts: the smdistributed launcher ran each rank on its own worker host,
+    activations and gradients went between them, and every strategy asked for was applied
+    (tests/parallel/applied.py, as tests/e2e/test_parallel_jobs.py holds a local job to)."""
+    sys.path.insert(0, str(PARALLEL))
+    from applied import assert_applied
+
+    name = f"hosts-pipeline-{os.getpid()}"
+    job = {"entry_point": "train.py", "hyperparameters": {"steps": STRATEGY_STEPS},
+           "distribution": {"smdistributed": {"modelparallel": {"enabled": True, "parameters": PIPELINE}}}}
+    job_file = hosts.on_host(HEAD, "/tmp/pipeline-job.json")
+    job_file.write_text(json.dumps(job))   # JSON is YAML
+    described, logs = _on_two_workers(
+        hosts, s3_on_bridge, name, {"train.py": SCRIPTS / "parallel_train.py", "job.yaml": job_file,
+                                    "evidence.py": PARALLEL / "evidence.py",
+                                    "parallel_scenarios.py": PARALLEL / "parallel_scenarios.py"},
+        [], target=f"/tmp/{name}-src/job.yaml")
+    events = [json.loads(line) for log in hosts.on_host(HEAD, f"/tmp/shipyard-home/jobs/{name}/events").glob(
+        "*.jsonl") for line in log.read_text().splitlines()]
+    assert sorted((e["host"], e["launcher"]) for e in events if e.get("phase") == "Training") == [
+        ("algo-1", "smdistributed"), ("algo-2", "smdistributed")]
+    reports = sorted(_model_records(_s3(s3_on_bridge), described).values(), key=lambda r: r["rank"])
+    assert [(r["rank"], r["world_size"], r["host"], r["torchrun"]) for r in reports] == [
+        (0, 2, "algo-1", True), (1, 2, "algo-2", True)], logs
+    assert_applied(PIPELINE, reports, STRATEGY_STEPS)
+    losses = next(r["losses"] for r in reports if r["losses"])   # on the last stage, algo-2's
+    assert sum(losses[-5:]) < sum(losses[:5]) / 2, losses
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")
+def test_deepspeed_zero_shards_across_two_hosts(hosts, s3_on_bridge):
+    """DeepSpeed ZeRO-2 under torch_distributed, a rank on each worker host: deepspeed.initialize formed
+    the group from torchrun's variables across the hosts, and the ranks, each on its own data and its shard
+    of the optimizer state, end with the same parameters."""
+    name = f"hosts-deepspeed-{os.getpid()}"
+    described, logs = _on_two_workers(hosts, s3_on_bridge, name, {"train.py": SCRIPTS / "deepspeed_train.py"}, [
+        "--distribution", "torch_distributed", "--hp", "zero_stage=2", "--hp", "steps=40"])
+    ranks = sorted(_model_records(_s3(s3_on_bridge), described).values(), key=lambda r: r["rank"])
+    assert [(r["rank"], r["world"], r["host"], r["zero_stage"]) for r in ranks] == [
+        (0, 2, "algo-1", 2), (1, 2, "algo-2", 2)], logs
+    assert ranks[0]["params"] == ranks[1]["params"]
+    for r in ranks:
+        assert sum(r["losses"][-5:]) < sum(r["losses"][:5]) / 2, r["losses"]
 
 
 @contextlib.contextmanager

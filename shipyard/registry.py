@@ -28,8 +28,13 @@ class Registry(Mapping[str, str]):
         added = {ep.name: ep.value for ep in _installed_entry_points().select(group=f"shipyard.{self.kind}")}
         return {**added, **self._builtins}
 
+    # A built-in name is answered without reading the installed entry points (no package can take it over):
+    # a job's processes mostly ask for built-ins.
     def __getitem__(self, name: str) -> str:
-        return self._entries[name]
+        return self._builtins[name] if name in self._builtins else self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._builtins or name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -38,11 +43,11 @@ class Registry(Mapping[str, str]):
         return len(self._entries)
 
     def load(self, name: str) -> Any:
-        if name not in self._entries:
+        if name not in self:
             from shipyard.errors import unknown_name_error
 
             raise unknown_name_error(self.what, name, self._entries)
-        module, _, attribute = self._entries[name].partition(":")
+        module, _, attribute = self[name].partition(":")
         loaded = importlib.import_module(module)
         return getattr(loaded, attribute) if attribute else loaded
 

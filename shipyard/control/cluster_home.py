@@ -188,7 +188,7 @@ def home_actor():
     ).remote(settings.ray_cluster_home())
 
 
-def _call(method: str, *args):
+def _call(actor, method: str, *args):
     """ray.get of the home's `method`; the home's failure (it could not start on the head, or died during the
     call) as a ShipyardError."""
     import ray
@@ -196,7 +196,7 @@ def _call(method: str, *args):
     from shipyard.errors import ShipyardError
 
     try:
-        return ray.get(getattr(home_actor(), method).remote(*args))
+        return ray.get(getattr(actor, method).remote(*args))
     except ray.exceptions.RayActorError as exc:
         raise ShipyardError(f"the cluster's home (actor {ACTOR_NAME!r} on the head) failed during {method}: "
                             f"{str(exc).strip().splitlines()[-1]}; run the command again (the home restarts), and "
@@ -222,7 +222,7 @@ def _check_reachable(address: str) -> None:
 def submit(spec_json: str) -> str:
     """Give the job (its code already uploaded) to the cluster's home, which records it and starts its
     controller on the head."""
-    return _call("submit", spec_json, forwarded_environment())
+    return _call(home_actor(), "submit", spec_json, forwarded_environment())
 
 
 def holds(store, name: str) -> bool:
@@ -233,25 +233,26 @@ def holds(store, name: str) -> bool:
 
 def has_job(name: str) -> bool:
     """Whether the cluster's (settings.ray_address()) home holds job `name`."""
-    return _call("exists", name)
+    return _call(home_actor(), "exists", name)
 
 
 def describe(name: str) -> dict:
-    return _call("describe", name)
+    return _call(home_actor(), "describe", name)
 
 
 def spec_json(name: str) -> str:
-    return _call("spec_json", name)
+    return _call(home_actor(), "spec_json", name)
 
 
 def run(argv: list[str], stdout=None, stderr=None) -> int:
     """Run `shipyard ARGV` on the cluster's home, its output written here as it comes; its exit code.
     Interrupted here (Ctrl-C), it is ended there."""
+    actor = home_actor()
     stdout, stderr = stdout or sys.stdout.buffer, stderr or sys.stderr.buffer
-    number = _call("start", list(argv))
+    number = _call(actor, "start", list(argv))
     try:
         while True:
-            taken = _call("read", number)
+            taken = _call(actor, "read", number)
             for stream, name in ((stdout, "stdout"), (stderr, "stderr")):
                 if taken[name]:
                     stream.write(taken[name])
@@ -261,7 +262,7 @@ def run(argv: list[str], stdout=None, stderr=None) -> int:
             time.sleep(READ_POLL_SECONDS)
     except BaseException:
         with contextlib.suppress(Exception):   # a home that died took the command with it
-            _call("cancel", number)
+            _call(actor, "cancel", number)
         raise
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -80,35 +82,39 @@ class Store:
         self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / "shipyard.db"
         migrate(self.path)
+        self._connections = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection, kept: a connection per transaction cost 1.3 ms of CPU and 3.4 ms in all
+        (the last one to close checkpoints the WAL and deletes it), and a job's processes make dozens."""
+        kept = self._connections
+        if getattr(kept, "pid", None) != os.getpid():   # none yet, or this is a forked child: its own
+            kept.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            kept.db.execute("PRAGMA synchronous=NORMAL")
+            kept.pid = os.getpid()
+        return kept.db
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A read-only snapshot: a deferred transaction, which in WAL mode never waits for a writer nor
         makes one wait (BEGIN IMMEDIATE would), so many readers (a server's pages) cannot slow a controller."""
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db = self._connection()
+        db.execute("BEGIN")
         try:
-            db.execute("BEGIN")
-            try:
-                yield db
-            finally:
-                db.execute("COMMIT")
+            yield db
         finally:
-            db.close()
+            db.execute("COMMIT")
 
     # -- paths -------------------------------------------------------------------------------
     def job_dir(self, name: str) -> Path:

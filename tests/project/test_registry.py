@@ -21,6 +21,12 @@ def test_a_built_in_is_imported_when_loaded_not_before(monkeypatch):
     assert names.load("module") is sys.modules["colorsys"]
 
 
+def test_a_built_in_is_found_without_reading_the_installed_entry_points(monkeypatch):
+    monkeypatch.setattr("shipyard.registry._installed_entry_points", lambda: pytest.fail("read the entry points"))
+    names = Registry("colours", "colour", {"module": "colorsys"})
+    assert "module" in names and names["module"] == "colorsys" and names.load("module").__name__ == "colorsys"
+
+
 def test_entry_points_add_names_but_do_not_replace_built_ins(monkeypatch):
     found = [EntryPoint("slurm", "textwrap:dedent", "shipyard.backends"),
              EntryPoint("local", "textwrap:indent", "shipyard.backends")]

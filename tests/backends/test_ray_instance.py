@@ -229,3 +229,28 @@ def test_a_survivor_s_hosts_file_is_rewritten_in_place(home):
     assert plan.hosts_path.read_text().endswith("10.0.0.7\talgo-1\n10.0.0.9\talgo-2\n")
     assert actor.plan.config.host_addresses == {"algo-1": "10.0.0.7", "algo-2": "10.0.0.9"}
     assert interface_of("127.0.0.1") == "lo"
+
+
+
+@pytest.mark.parametrize("address, failures, calls, connected", [
+    ("ray://10.0.0.1:10001", 1, 2, True),     # the proxy failed to start the client's server once
+    ("ray://10.0.0.1:10001", 9, 3, False),    # and every time: given up after three
+    ("10.0.0.1:6379", 1, 1, False),           # not Ray Client: its errors are not retried
+])
+def test_a_ray_client_connection_the_head_failed_to_serve_is_made_again(monkeypatch, address, failures, calls,
+                                                                       connected):
+    tried = []
+
+    def init(**kwargs):
+        tried.append(kwargs["address"])
+        if len(tried) <= failures:
+            raise ConnectionAbortedError("Initialization failure from server: Starting Ray client server failed")
+
+    monkeypatch.setattr(ray_backend, "_ray", lambda: types.SimpleNamespace(is_initialized=lambda: False, init=init))
+    monkeypatch.setattr(ray_backend.time, "sleep", lambda seconds: None)
+    if connected:
+        ray_backend.connect(address)
+    else:
+        with pytest.raises(ConnectionAbortedError):
+            ray_backend.connect(address)
+    assert tried == [address] * calls

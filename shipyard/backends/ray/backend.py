@@ -238,6 +238,10 @@ def _ray():
 
 
 _connecting = threading.Lock()
+# Ray Client's proxy on the head starts a server process for each client, and now and then that process
+# fails to start ("Starting Ray client server failed", seen on a loaded machine); the next connection gets
+# a new one.
+CLIENT_ATTEMPTS = 3
 
 
 def connect(address: str) -> None:
@@ -247,7 +251,14 @@ def connect(address: str) -> None:
     ray = _ray()
     with _connecting:
         if not ray.is_initialized():
-            ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
+            for attempt in range(1, CLIENT_ATTEMPTS + 1):
+                try:
+                    ray.init(address=address, namespace="shipyard", log_to_driver=False, logging_level="WARNING")
+                    break
+                except ConnectionAbortedError:   # Ray Client's "Initialization failure from server"
+                    if not address.startswith("ray://") or attempt == CLIENT_ATTEMPTS:
+                        raise
+                    time.sleep(attempt)
             _head.update(lost=None, unanswered_since=None, checked=0.0)   # a new connection: to a live head
         elif lost := cluster_lost(address):
             raise RuntimeError(f"{lost}; this controller was connected to the old cluster and cannot connect to "

@@ -625,6 +625,12 @@ open(os.environ["SM_MODEL_DIR"] + "/done", "w").write(host)
 """
 
 
+def _client_servers(hosts: NetnsCluster) -> str:
+    """The head's Ray client server logs (its proxy's and each client's server's): why a client failed."""
+    found = sorted(hosts.on_host(HEAD, "/tmp/ray").glob("session_2*/logs/ray_client_server*"))
+    return "\n".join(f"--- {path.name}:\n{_read(path)[-3000:]}" for path in found)
+
+
 def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(hosts, s3_on_bridge, tmp_path):
     """The submitting machine is this test's own process, outside every host: it reaches the cluster only
     through Ray's client port on the head (ray://HEAD:10001) and S3 on the bridge. It submits a job with
@@ -645,7 +651,7 @@ def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(ho
                                 "--output-path", "s3://out/jobs", "--backend", "ray", "--controller", "cluster",
                                 "--job-name", name, "--detach"],
                                env=laptop, capture_output=True, text=True, timeout=120)
-    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.returncode == 0, f"{submitted.stderr}\n{_client_servers(hosts)}"
     home = hosts.on_host(HEAD, f"/tmp/shipyard-ray/home/jobs/{name}")
 
     def controller_on_head() -> bool:
@@ -662,7 +668,7 @@ def test_a_controller_on_the_head_needs_nothing_of_the_machine_that_submitted(ho
         steps = [line.rsplit(" ", 1)[1] for line in followed.stdout.splitlines() if f"| {host} step " in line]
         assert steps == [str(step) for step in range(1, 31)], followed.stdout[-3000:]
     described = subprocess.run([*cli, "describe", name], env=laptop, capture_output=True, text=True, timeout=60)
-    assert described.returncode == 0, described.stderr
+    assert described.returncode == 0, f"{described.stderr}\n{_client_servers(hosts)}"
     description = json.loads(described.stdout)
     assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
     assert not (tmp_path / "laptop" / "jobs").exists()   # nothing of the job on the submitting machine

@@ -391,12 +391,12 @@ STRATEGY_STEPS = 30
 PIPELINE = {"pipeline_parallel_degree": 2, "microbatches": 2, "bf16": True, "activation_checkpointing": True}
 
 
-def test_shipyard_parallel_pipelines_a_model_across_two_hosts(hosts, s3_on_bridge):
+def test_shipyard_parallel_pipelines_a_model_across_two_hosts(hosts, s3_on_bridge, monkeypatch):
     """shipyard.parallel's model parallelism (SageMaker's smdistributed modelparallel) with a 2-stage pipeline
     whose stages are on different hosts: the smdistributed launcher ran each rank on its own worker host,
     activations and gradients went between them, and every strategy asked for was applied
     (tests/parallel/applied.py, as tests/e2e/test_parallel_jobs.py holds a local job to)."""
-    sys.path.insert(0, str(PARALLEL))
+    monkeypatch.syspath_prepend(str(PARALLEL))
     from applied import assert_applied
 
     name = f"hosts-pipeline-{os.getpid()}"

@@ -96,12 +96,17 @@ class Instance:
             if self.poll() is None:
                 self.process.send_signal(signal.SIGTERM)
             return
-        for proc in self._tree():
+        tree, told = self._tree(), 0
+        for proc in tree:
             try:
                 if proc.name() != "bwrap" and proc.parent().name() == "bwrap":
                     proc.send_signal(signal.SIGTERM)
+                    told += 1
             except (psutil.NoSuchProcess, AttributeError):   # gone, or its parent is
                 pass
+        if not told and self.poll() is None:   # in the controller's log: a notice that reached nobody
+            print(f"{self.host}: no agent found for the notice among {[p.pid for p in tree]}", file=sys.stderr,
+                  flush=True)
 
     def kill(self) -> None:
         procs = [*self._tree()]

@@ -139,6 +139,9 @@ class Agent:
         self.stopping = True
         if self.child and self.child.poll() is None:
             self.child.send_signal(signal.SIGTERM)
+            self.say(f"notice (SIGTERM) passed to the entry point, pid {self.child.pid}")
+        else:
+            self.say("notice (SIGTERM) with no entry point running")
 
     def _check_stop(self) -> None:
         if self.stopping:

@@ -247,7 +247,7 @@ def test_a_ray_client_connection_the_head_failed_to_serve_is_made_again(monkeypa
             raise ConnectionAbortedError("Initialization failure from server: Starting Ray client server failed")
 
     monkeypatch.setattr(ray_backend, "_ray", lambda: types.SimpleNamespace(is_initialized=lambda: False, init=init))
-    monkeypatch.setattr(ray_backend.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(ray_backend, "CLIENT_RETRY_SECONDS", 0.0)
     if connected:
         ray_backend.connect(address)
     else:

@@ -241,7 +241,7 @@ _connecting = threading.Lock()
 # Ray Client's proxy on the head starts a server process for each client, and now and then that process
 # fails to start ("Starting Ray client server failed", seen on a loaded machine); the next connection gets
 # a new one.
-CLIENT_ATTEMPTS = 3
+CLIENT_ATTEMPTS, CLIENT_RETRY_SECONDS = 3, 1.0   # the n-th retry waits n times as long
 
 
 def connect(address: str) -> None:
@@ -258,7 +258,7 @@ def connect(address: str) -> None:
                 except ConnectionAbortedError:   # Ray Client's "Initialization failure from server"
                     if not address.startswith("ray://") or attempt == CLIENT_ATTEMPTS:
                         raise
-                    time.sleep(attempt)
+                    time.sleep(attempt * CLIENT_RETRY_SECONDS)
             _head.update(lost=None, unanswered_since=None, checked=0.0)   # a new connection: to a live head
         elif lost := cluster_lost(address):
             raise RuntimeError(f"{lost}; this controller was connected to the old cluster and cannot connect to "

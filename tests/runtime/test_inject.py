@@ -167,3 +167,23 @@ def test_reading_a_restored_checkpoint_is_marked_writing_is_not(tmp_path):
     read = f"import pathlib; pathlib.Path({str(checkpoints / 'model.pt')!r}).read_text()"
     subprocess.run([sys.executable, "-c", read], env=env, check=True, timeout=60)
     assert mark.exists()
+
+
+def test_sagemaker_libraries_are_served_only_where_the_user_has_none(tmp_path):
+    """A job's process imports SageMaker's libraries from shipyard; one the user installed wins."""
+    from shipyard.runtime.served_libraries import LIBRARIES, SERVED
+
+    user = tmp_path / "user"
+    (user / "smdebug").mkdir(parents=True)
+    (user / "smdebug" / "__init__.py").write_text("")
+    script = ("import importlib, json, sys\n"
+              f"print(json.dumps({{n: importlib.import_module(n).__file__ for n in {sorted(SERVED)!r}}}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(INJECT), str(user)])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    files = json.loads(done.stdout.strip().splitlines()[-1])
+    assert files.pop("smdebug") == str(user / "smdebug" / "__init__.py")
+    assert files == {name: str(LIBRARIES / SERVED[name] / "__init__.py") for name in files}
+    # outside a job nothing is served
+    done = subprocess.run([sys.executable, "-c", "import smdistributed"], capture_output=True, text=True, timeout=60)
+    assert "No module named 'smdistributed'" in done.stderr

@@ -398,7 +398,7 @@ print(json.dumps(epochs))
 
 
 def test_pipe_mode_dataset_refuses_a_channel_not_in_pipe_mode(tmp_path):
-    from shipyard.runtime.inject.sagemaker_tensorflow import PipeModeDataset, PipeModeDatasetException
+    from shipyard.runtime.libraries.sagemaker_tensorflow import PipeModeDataset, PipeModeDatasetException
 
     (tmp_path / "inputdataconfig.json").write_text(json.dumps({"train": {"TrainingInputMode": "File"}}))
     with pytest.raises(PipeModeDatasetException, match="TrainingInputMode is 'File'; give the channel input_mode"):

@@ -10,7 +10,9 @@ changes to the script:
 - records step times when the job asks for framework profiling (shipyard.runtime.profiler.steps);
 - keeps torch's store servers on the instance's own address, not every interface (shipyard.runtime.bind);
 - ends a process that used gloo without the interpreter's teardown aborting it: the group destroyed
-  at exit, a clean finish left with os._exit(0) (shipyard.runtime.process_group_exit).
+  at exit, a clean finish left with os._exit(0) (shipyard.runtime.process_group_exit);
+- serves SageMaker's own libraries (smdistributed, smdebug, sagemaker_training, ...) where the user has
+  not installed them (shipyard.runtime.served_libraries).
 
 Any other sitecustomize on the path still runs."""
 
@@ -42,6 +44,8 @@ for _variable, _module, _what in (
             importlib.import_module(_module).install()
         except Exception as exc:
             print(f"shipyard: {_what} not installed: {exc}", file=sys.stderr)
+
+importlib.import_module("shipyard.runtime.served_libraries").install()  # a finder asked last: nothing to fail
 
 # Chain to the sitecustomize this one shadows, if there is one, without disturbing this module's import.
 _spec = importlib.machinery.PathFinder.find_spec(

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from shipyard.errors import ValidationError
+from shipyard.parallel import smddp
 from shipyard.parallel.config import ParallelConfig, from_environment
 from shipyard.runtime import process_group_exit
 from shipyard.spec.smdistributed import PARAMETERS
@@ -70,7 +71,7 @@ def init(backend: str | None = None, timeout_seconds: float = 1800) -> None:
 
 
 def device() -> torch.device:
-    if dist.is_initialized() and dist.get_backend() == "nccl":
+    if dist.is_initialized() and smddp.serving() == "nccl":  # smddp: NCCL where there is a GPU
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 

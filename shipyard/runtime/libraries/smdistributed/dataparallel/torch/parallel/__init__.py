@@ -1,0 +1,5 @@
+"""`smdistributed.dataparallel.torch.parallel.DistributedDataParallel` (SMDDP before 1.4)."""
+
+from smdistributed.dataparallel.torch.parallel.distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]

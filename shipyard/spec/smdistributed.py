@@ -47,6 +47,13 @@ PARAMETERS: dict[str, Parameter] = {
     "partitions": Parameter(int, 1, help="SMP v1 name of pipeline_parallel_degree"),
     "microbatches": Parameter(int, 1, help="micro-batches per pipeline step"),
     "pipeline": Parameter(str, choices=("interleaved", "simple"), help="1F1B or GPipe schedule"),
+    # SMP v1's partitioning: shipyard cuts an nn.Sequential into equal runs of layers, which is automatic
+    # partitioning; manual placement (auto_partition false with smp.partition) is refused in check_combination.
+    "auto_partition": Parameter(bool, help="SMP v1: place layers on stages automatically (must stay true)"),
+    "default_partition": Parameter(int, 0, help="SMP v1: the stage of modules outside smp.partition; "
+                                              "with auto_partition only accepted"),
+    "optimize": Parameter(str, choices=("speed", "memory"),
+                          help="SMP v1: the goal of its partitioning heuristic; equal runs of layers for both"),
     "placement_strategy": Parameter(str, choices=("cluster", "spread"),
                                     help="model-parallel groups on neighbouring ranks, or spread out"),
     # memory and numerics
@@ -89,6 +96,9 @@ def check_combination(p: dict[str, Any], field: str) -> None:
     def refuse(name: str, fix: str) -> None:
         raise ValidationError(f"{field}.{name}", p[name], fix)
 
+    if p.get("auto_partition") is False:
+        refuse("auto_partition", "manual partitioning (smp.partition) is not served; remove it or set it to true "
+                                 "(layers are cut into equal runs per stage)")
     if p.get("bf16") and p.get("fp16"):
         refuse("fp16", "cannot be true together with bf16; choose one")
     sharded = p.get("hybrid_shard_degree", 0) > 0

@@ -32,6 +32,7 @@ from shipyard.contract.debugger import modes
 from shipyard.contract.debugger.save_config import SaveConfig
 from shipyard.contract.debugger.storage import Writer, histogram
 from shipyard.contract.rank import process_rank
+from shipyard.runtime.import_hooks import after_import
 
 CONFIG_ENV = "SMDEBUG_CONFIG_FILE_PATH"
 _installed = None
@@ -56,6 +57,8 @@ def _reduce(tensor, name: str):
 
 # Roles of modules seen by the forward-pre hook: inside a model, a root without parameters (a loss), a model.
 SUB, ROOT, MODEL = 0, 1, 2
+# What save_scalar saves into: raw, at any step (its name is the caller's, not matched by regex).
+SCALARS = coll.Collection(name="scalars", regex=(), save_config=SaveConfig.from_parameters({}))
 # Wrappers whose `.module` is the user's model: tensors are named after the model, as if unwrapped, so
 # names (and the rules' regexes) do not change when a script adds DDP.
 WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel")
@@ -259,15 +262,31 @@ class Hook:
         loss_module.register_forward_pre_hook(self._on_pre_forward)
         loss_module.register_forward_hook(self._on_forward)
 
+    def save_scalar(self, name: str, value) -> None:
+        """Save a one-element value under `name` at the current step, whatever the save config (smdebug's
+        save_scalar: the caller gives the full name)."""
+        import torch
+
+        tensor = torch.as_tensor(value).detach()
+        if tensor.numel() != 1:
+            raise ValueError(f"{name} has {tensor.numel()} elements; a scalar has one")
+        self.pending[name] = (tensor.float().reshape(1), [SCALARS])
+
+    def install_steps(self) -> None:
+        """TRAIN steps end at each optimizer step, and the hook closes at exit: a hook of registered modules
+        (smdebug's explicit API) keeps steps as the global hook does."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(self.end_step)
+        atexit.register(self.close)
+
     def install_global(self) -> None:
         from torch.nn.modules.module import register_module_forward_pre_hook
-        from torch.optim.optimizer import register_optimizer_step_post_hook
 
         register_module_forward_pre_hook(self._on_pre_forward)
         self.global_forward = True
         self._begin_step()  # attaches the forward hook if this step saves
-        register_optimizer_step_post_hook(self.end_step)
-        atexit.register(self.close)
+        self.install_steps()
 
     @classmethod
     def create_from_json_file(cls, path: str | None = None) -> Hook:
@@ -284,17 +303,28 @@ def _strip(name: str, prefix: str) -> str:
     return "" if name == prefix else name.removeprefix(prefix + ".")
 
 
-def install() -> Hook | None:
-    """Zero-code-change capture for this process (rank 0 only unless include_workers=all)."""
+def saves_here(hook_parameters: dict[str, str]) -> bool:
+    """Whether this process saves tensors: rank 0 only unless include_workers=all."""
+    # torchrun's own process (python -m torch.distributed.run) runs the sitecustomize too; it has the launch
+    # plan's MASTER_ADDR but, unlike the workers it starts, no rank: it is not worker_0.
+    if "MASTER_ADDR" in os.environ and process_rank() is None:
+        return False
+    return hook_parameters.get("include_workers", "one") == "all" or (process_rank() or (0, 1))[0] == 0
+
+
+def install() -> None:
+    """Zero-code-change capture, from the moment the process imports torch: a process that never does (a
+    TensorFlow script, the XGBoost algorithm) neither pays torch's import nor saves through this hook."""
+    after_import("torch", job_hook)
+
+
+def job_hook() -> Hook | None:
+    """The job's hook in this process (rank 0 only unless include_workers=all), made on the first call."""
     global _installed
     if _installed is None:
-        # torchrun's own process (python -m torch.distributed.run) runs this sitecustomize too; it has the
-        # launch plan's MASTER_ADDR but, unlike the workers it starts, no rank: it is not worker_0.
-        if "MASTER_ADDR" in os.environ and process_rank() is None:
-            return None
         with open(os.environ[CONFIG_ENV]) as f:
             params = json.load(f).get("HookParameters") or {}
-        if params.get("include_workers", "one") != "all" and (process_rank() or (0, 1))[0] != 0:
+        if not saves_here(params):
             return None
         _installed = Hook.create_from_json_file()
         _installed.install_global()

@@ -185,6 +185,7 @@ class LocalBackend:
                 profiler=agent_settings(spec.profiler_config, spec.output_path, spec.job_name),
                 output_prefix=join(spec.output_path, spec.job_name),
                 tensorboard=tensorboard_settings(spec),
+                algorithm=spec.algorithm,
             )
             argv = [sys.executable, "-m", "shipyard.runtime.agent", str(instance_dir / "agent.json")]
             warm = None

@@ -167,7 +167,7 @@ class JobController:
         self.watchers = start_watchers(self.spec, self.job_dir, self.store)
         self.last_watch = 0.0
         self.scrapers = [
-            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.metric_definitions,
+            LogScraper(i.host, Path(i.plan.config.log_path), self.spec.all_metric_definitions,
                        self.log_offsets.get(i.host, 0))
             for i in self.instances
         ]

@@ -57,9 +57,9 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "SecondaryStatus": record.secondary_status,
         "HyperParameters": dict(spec.hyperparameters),
         "AlgorithmSpecification": {
-            "TrainingImage": None,
+            "TrainingImage": spec.image_uri,
             "TrainingInputMode": spec.input_mode,
-            "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions],
+            "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.all_metric_definitions],
             "EnableSageMakerMetricsTimeSeries": spec.enable_sagemaker_metrics is not False,
         },
         "InputDataConfig": [_channel(c) for c in spec.channels],

@@ -41,7 +41,7 @@ def plan_job(
     port = master_port or free_port(tf_config.port_span(spec.instance_count))
     for plan in backend.plan(spec, resources, port, attempt):
         env = plan.config.training_environment()
-        launcher = launchers.select(env)
+        launcher = launchers.for_instance(env, plan.config.algorithm)
         launch = launcher.plan(env, plan.config.launch_context())
         added = script_environment(plan.config, env, launch.env, base={})
         launches.append(InstanceLaunch(plan, launcher.name, launch.argv, added))

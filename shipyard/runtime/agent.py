@@ -152,6 +152,8 @@ class Agent:
         from shipyard.storage import archive, transfer
 
         code_dir = self.layout.code_dir
+        if self.config.algorithm:   # a built-in algorithm's image brings its program
+            return
         # As the toolkit does: code already in place (baked in, or a restart) is not fetched again.
         if code_dir.exists() and any(code_dir.iterdir()):
             return
@@ -393,7 +395,7 @@ class Agent:
             self.start_services()
             self.install(sys.executable)
             self._check_preloaded()
-            launcher = launchers.select(env)
+            launcher = launchers.for_instance(env, self.config.algorithm)
             threading.Thread(target=self._watch_control, name="shipyard-control", daemon=True).start()
             argv, code = self._launch(env, launcher)
             while self.pausing and not self.stopping:

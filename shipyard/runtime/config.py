@@ -76,6 +76,8 @@ class AgentConfig:
     # while the job runs (control/profiling.py) can write its profiler-output there.
     output_prefix: str | None = None
     tensorboard: dict | None = None  # {"LocalPath", "S3OutputPath"} (runtime/tensorboard.py); None: not synced
+    # A built-in algorithm's image (spec/images.py): the algorithm every instance runs instead of an entry point.
+    algorithm: str | None = None
 
     @property
     def host_index(self) -> int:

@@ -19,8 +19,8 @@ from shipyard.errors import ValidationError, unknown_name_error
 from shipyard.spec.job import JobSpec
 
 # Spec fields that no user gives as such: fit() makes them (the job name, the encoded hyperparameters,
-# the channels from `inputs`) and the estimator's class names the framework.
-MADE_BY_FIT = frozenset({"job_name", "hyperparameters", "channels", "framework"})
+# the channels from `inputs`), the estimator's class names the framework and its image_uri the algorithm.
+MADE_BY_FIT = frozenset({"job_name", "hyperparameters", "channels", "framework", "algorithm"})
 SPEC_ARGUMENTS = tuple(name for name in JobSpec.model_fields if name not in MADE_BY_FIT)
 
 
@@ -62,7 +62,7 @@ MEANINGLESS_HERE = frozenset({
     "training_repository_access_mode", "training_repository_credentials_provider_arn",
     "enable_infra_check", "enable_remote_debug", "enable_session_tag_chaining", "training_plan",
     "instance_placement_config", "compiler_config", "git_config",
-    "container_entry_point", "container_arguments", "image_uri",
+    "container_entry_point", "container_arguments",
 })
 
 NOT_YET = {

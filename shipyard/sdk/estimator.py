@@ -69,8 +69,14 @@ class EstimatorBase:
 
     # -- validation that needs no files -------------------------------------------------------
     def _check_arguments(self) -> None:
-        if not self.entry_point:
-            raise ValidationError("entry_point", self.entry_point, "give the training script, e.g. entry_point='train.py'")
+        if self.image_uri is not None:
+            from shipyard.spec.images import resolve
+
+            resolve(self.image_uri)   # an unknown image is an error now, naming the catalog to extend
+        if not self.entry_point and self._algorithm() is None:
+            raise ValidationError("entry_point", self.entry_point, "give the training script, e.g. "
+                                  "entry_point='train.py', or the image_uri of a built-in algorithm "
+                                  "(image_uris.retrieve('xgboost', region, '1.7-1'))")
         count = self.instance_count
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValidationError("instance_count", count, "must be an integer >= 1")
@@ -91,8 +97,34 @@ class EstimatorBase:
         get_instance_type(self.instance_type)
         if self.max_cost is not None:
             self._check_budget()
+        if self._algorithm() is not None:
+            self._check_algorithm()
         self._check_launchers()
         self._check_framework_version()
+
+    def _algorithm(self) -> str | None:
+        """The built-in algorithm this estimator trains: its image's, when it gives no entry point (with one,
+        the script runs, as in SageMaker's algorithm images' script mode)."""
+        if self.image_uri is None or self.entry_point:
+            return None
+        from shipyard.spec.images import resolve
+
+        return resolve(self.image_uri).algorithm
+
+    def _check_algorithm(self) -> None:
+        """A built-in algorithm brings its program and its way of spreading over the instances; its
+        hyperparameters are checked as the algorithm checks them, before anything runs."""
+        from shipyard.spec.images import ALGORITHMS
+
+        name = self._algorithm()
+        for argument in ("source_dir", "dependencies", "distribution"):
+            if getattr(self, argument):
+                raise ValidationError(argument, getattr(self, argument), f"the built-in {name} algorithm runs its "
+                                      "own program and distributes itself over the instances; remove it")
+        if self._encoding() != "str":
+            raise ValidationError("image_uri", self.image_uri, "a built-in algorithm takes its hyperparameters as "
+                                  "plain strings: use `from shipyard import Estimator`, not a framework estimator")
+        ALGORITHMS.load(name).validate(self._encode(self._hyperparameters))
 
     def _check_budget(self) -> None:
         """A budget on instances without a price would never stop the job."""
@@ -268,7 +300,8 @@ class EstimatorBase:
         return {}
 
     def _spec(self, inputs: Any, job_name: str | None, store) -> JobSpec:
-        program = self._source()[2]
+        algorithm = self._algorithm()
+        program = None if algorithm else self._source()[2]
         for dependency in self.dependencies:
             if not Path(dependency).is_dir():
                 raise ValidationError("dependencies", dependency, "no such directory")
@@ -284,7 +317,8 @@ class EstimatorBase:
 
         code_uri = join(code_location, name, "source", "sourcedir.tar.gz")
         user = {**self._hyperparameters, **self._framework_hyperparameters(name, output_path)}
-        hyperparameters = {
+        # A built-in algorithm gets only the user's, as SageMaker gives them (there is no code to point at).
+        hyperparameters = self._encode(user) if algorithm else {
             **self._encode(user),
             **hp.encode_json({
                 "sagemaker_program": program,
@@ -302,7 +336,7 @@ class EstimatorBase:
             **{name: getattr(self, name) for name in SPEC_ARGUMENTS if name not in sized},
             "job_name": name, "hyperparameters": hyperparameters, "channels": job_channels,
             "input_mode": job_input_mode(inputs, self.input_mode),
-            "framework": self.framework, "output_path": output_path,
+            "framework": self.framework, "algorithm": algorithm, "output_path": output_path,
             "metric_definitions": tuple(_metric(i, m) for i, m in enumerate(self.metric_definitions)),
             "tags": tuple(self.tags),
             "checkpoint_s3_uri": checkpoints,
@@ -342,7 +376,7 @@ class EstimatorBase:
         spec = self._spec(inputs, job_name, store)
         # On stderr: `shipyard run --detach` prints only the job's name on stdout.
         with Transfers(log_console(stderr=True, quiet=logs in (False, None, "None"))) as transfers:
-            submit(store, spec, self._pack, transfers.reporter("upload code"))
+            submit(store, spec, None if spec.algorithm else self._pack, transfers.reporter("upload code"))
         self._current_job_name = spec.job_name
         self.latest_training_job = (ClusterTrainingJob(spec.job_name) if spec.controller == "cluster"
                                     else TrainingJob(spec.job_name, store))
@@ -490,23 +524,26 @@ class Framework(EstimatorBase):
     framework_package: tuple[str, ...] = ()
 
     def _check_framework_version(self) -> None:
-        import warnings
-        from importlib import metadata
+        check_installed("framework_version", self.framework_version, self.framework_package)
 
-        if not self.framework_version or not self.framework_package:
-            return
-        for package in self.framework_package:
-            try:
-                installed = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                continue
-            wanted = str(self.framework_version).split(".")
-            if installed.split("+")[0].split(".")[: len(wanted)] != wanted:
-                warnings.warn(
-                    f"framework_version={self.framework_version!r}, but this machine has {package} {installed}; "
-                    f"the job runs with {package} {installed}", stacklevel=3,
-                )
-            return
-        warnings.warn(f"framework_version={self.framework_version!r}, but {self.framework_package[0]} is not "
-                      "installed here; the script will fail to import it", stacklevel=3)
+
+def check_installed(argument: str, version: str | None, packages: tuple[str, ...]) -> None:
+    """Warn when the first of `packages` installed here is not at the `version` an argument asks for."""
+    import warnings
+    from importlib import metadata
+
+    if not version or not packages:
+        return
+    for package in packages:
+        try:
+            installed = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+        wanted = str(version).split(".")
+        if installed.split("+")[0].split(".")[: len(wanted)] != wanted:
+            warnings.warn(f"{argument}={version!r}, but this machine has {package} {installed}; the job runs with "
+                          f"{package} {installed}", stacklevel=5)
+        return
+    warnings.warn(f"{argument}={version!r}, but {packages[0]} is not installed here; the script will fail to "
+                  "import it", stacklevel=5)
 

@@ -225,6 +225,11 @@ class JobSpec(UserModel):
     volume_size: int = Field(default=30, ge=1)
     subnets: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
+    # AlgorithmSpecification.TrainingImage, as given (the SDK checks it against the image catalog, spec/images.py).
+    image_uri: str | None = None
+    # The built-in algorithm every instance runs in place of an entry point (ALGORITHMS in spec/images.py): what
+    # the catalog said the image runs when the job was made, recorded so that the record alone says what ran.
+    algorithm: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -249,6 +254,15 @@ class JobSpec(UserModel):
     @classmethod
     def _job_name(cls, value: str) -> str:
         return validate_job_name(value)
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, value: str | None) -> str | None:
+        from shipyard.spec.images import ALGORITHMS
+
+        if value is not None and value not in ALGORITHMS:
+            raise unknown_name_error("algorithm", value, ALGORITHMS)
+        return value
 
     @field_validator("instance_groups")
     @classmethod
@@ -375,7 +389,32 @@ class JobSpec(UserModel):
             raise ValidationError("keep_alive_period_in_seconds", self.keep_alive_period_in_seconds,
                                   "warm pools cannot be combined with instance_groups (as on SageMaker); "
                                   "remove one of them")
+        if self.algorithm is not None:   # what the algorithm would refuse on the instance, refused now
+            from shipyard.contract.config import input_data_config
+            from shipyard.spec.images import ALGORITHMS
+
+            if "sagemaker_program" in self.hyperparameters:
+                raise ValidationError("algorithm", self.algorithm, "a built-in algorithm runs instead of an entry "
+                                      "point; remove one of them")
+            algorithm = ALGORITHMS.load(self.algorithm)
+            if self.hyperparameters:
+                algorithm.validate(self.hyperparameters)
+            if self.channels:
+                algorithm.check_channels(input_data_config(self.channels))
         return self
+
+    @property
+    def all_metric_definitions(self) -> tuple[MetricDefinition, ...]:
+        """What the job's logs are scraped for: its own definitions, and a built-in algorithm's (as
+        SageMaker's algorithm specification carries them), the job's winning where both name a metric."""
+        if self.algorithm is None:
+            return self.metric_definitions
+        from shipyard.spec.images import ALGORITHMS
+
+        own = {m.name for m in self.metric_definitions}
+        return self.metric_definitions + tuple(MetricDefinition(**d) for d in
+                                               ALGORITHMS.load(self.algorithm).metric_definitions()
+                                               if d["Name"] not in own)
 
     @property
     def hosts(self) -> list[str]:

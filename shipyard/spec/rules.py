@@ -43,6 +43,8 @@ RULES = {
         "StalledTrainingRule": "shipyard.rules.debugger.stalled_training_rule",
         "CheckInputImages": "shipyard.rules.debugger.check_input_images",
         "NLPSequenceRatio": "shipyard.rules.debugger.nlp_sequence_ratio",
+        "FeatureImportanceOverweight": "shipyard.rules.debugger.feature_importance_overweight",
+        "TreeDepth": "shipyard.rules.debugger.tree_depth",
     }),
     "profiler": Registry("profiler_rules", "profiler rule", {
         "StepOutlier": "shipyard.rules.profiler.step_outlier",

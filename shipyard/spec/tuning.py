@@ -149,7 +149,7 @@ class TrainingDefinition(UserModel):
         if len(static) + len(names) + 1 > MAX_HYPERPARAMETERS:
             raise ValidationError(field, len(static) + len(names), "static plus tuned hyperparameters (and "
                                   f"{OBJECTIVE_HYPERPARAMETER}) must be at most {MAX_HYPERPARAMETERS}")
-        metrics = [m.name for m in self.training.metric_definitions]
+        metrics = [m.name for m in self.training.all_metric_definitions]
         field = self._field("objective_metric_name")
         if self.objective_metric_name not in metrics:
             raise unknown_name_error(field, self.objective_metric_name, metrics) if metrics \

@@ -62,6 +62,8 @@ def submit(store, spec: TuningSpec, packs: dict[str | None, Callable[[Path], Pat
     from shipyard.storage import transfer
 
     for definition in spec.definitions if packs else ():
+        if definition.training.algorithm is not None:   # a built-in algorithm's image has no code to upload
+            continue
         with tempfile.TemporaryDirectory(prefix="shipyard-source-") as tmp:
             transfer.upload_file(packs[definition.name](Path(tmp)), definition.training.source_uri)
     tuning.create(spec)

@@ -78,10 +78,10 @@ def test_validation_errors_are_exit_2_without_traceback(runner, home, tmp_path, 
 def test_warnings_print_as_warning(runner, home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("print('x')\n")
-    (tmp_path / "job.yaml").write_text("entry_point: train.py\nimage_uri: 123.dkr.ecr/x:1\n")
+    (tmp_path / "job.yaml").write_text("entry_point: train.py\nvolume_kms_key: my-key\n")
     result = runner.invoke(cli, ["run", "job.yaml", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
-    assert "warning: shipyard ignores 'image_uri'" in result.stderr
+    assert "warning: shipyard ignores 'volume_kms_key'" in result.stderr
     json.loads(result.stdout)
 
 

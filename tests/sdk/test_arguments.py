@@ -29,6 +29,7 @@ VALUES = {
     "enable_sagemaker_metrics": False, "role": "arn:aws:iam::111122223333:role/trainer", "volume_size": 100,
     "subnets": ["subnet-1"], "security_group_ids": ["sg-1"], "max_cost": 12.5,
     "tensorboard_output_config": {"s3_output_path": "file:///tmp/tb", "container_local_output_path": "/opt/ml/tb"},
+    "image_uri": "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1",
 }
 
 

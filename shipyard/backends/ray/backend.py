@@ -219,7 +219,7 @@ class RayBackend:
 def _check_reachable_from_nodes(spec: JobSpec) -> None:
     if settings.ray_shared_storage():
         return
-    uris = [("output_path", spec.output_path), ("source", spec.source_uri)]
+    uris = [("output_path", spec.output_path)] + ([("source", spec.source_uri)] if spec.algorithm is None else [])
     uris += [(f"channel {c.name}", c.uri) for c in spec.channels]
     if spec.checkpoint_s3_uri:
         uris.append(("checkpoint_s3_uri", spec.checkpoint_s3_uri))

@@ -42,6 +42,11 @@ BUILTIN_REGEX = {
     # Tabular and classification rules (ClassImbalance, ...): tensors recorded by these names.
     "labels": r"labels",
     "predictions": r"predictions",
+    # The built-in XGBoost algorithm's (shipyard/algorithms/xgboost/debug.py, smdebug's XGBoost names).
+    "metrics": r"^(train|validation)-",
+    "feature_importance": r"^feature_importance/",
+    "trees": r"^trees/",
+    "hyperparameters": r"^hyperparameters/",
 }
 ALWAYS_SAVED = ("losses",)  # as smdebug does for PyTorch; give it end_step=0 to suppress
 SCALAR = ("losses", "metrics")  # never reduced: they are scalars already

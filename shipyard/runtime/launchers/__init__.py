@@ -24,6 +24,16 @@ def get(name: str) -> Launcher:
     return REGISTRY.load(name)()
 
 
+def for_instance(env, algorithm: str | None) -> Launcher:
+    """What runs on an instance: a built-in algorithm's image runs the algorithm on every host (AgentConfig's
+    `algorithm`), any other job its strategy's launcher (`select`)."""
+    if algorithm is None:
+        return select(env)
+    from shipyard.runtime.launchers.algorithm import BuiltInAlgorithm
+
+    return BuiltInAlgorithm(algorithm)
+
+
 def select(env) -> Launcher:
     """The launcher for this host. In a heterogeneous job only the distribution's group runs the
     strategy's launcher; every other host runs the entry point plainly (the toolkit's rule)."""
@@ -33,4 +43,4 @@ def select(env) -> Launcher:
     return next(launcher for launcher in launchers if launcher.enabled(env))
 
 
-__all__ = ["REGISTRY", "LaunchContext", "LaunchPlan", "Launcher", "get", "select"]
+__all__ = ["REGISTRY", "LaunchContext", "LaunchPlan", "Launcher", "for_instance", "get", "select"]

@@ -63,6 +63,10 @@ class TorchDistributed:
         }
         if not ctx.sandboxed and _is_loopback(ctx.host_addresses[env.current_host]):
             plan_env["GLOO_SOCKET_IFNAME"] = iface
+        if not env.num_gpus:
+            # Accelerate (under transformers' Trainer) joins torchrun's processes on a GPU-less instance only
+            # when told it is on the CPU; otherwise each process trains alone, unaware of the others.
+            plan_env["ACCELERATE_USE_CPU"] = "true"
         if processes > 1:
             label = rank_label(env.current_host, "${local_rank}") + LABEL_SEPARATOR
             plan_env.update({"PET_TEE": "3", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": label})   # 3: stdout, stderr

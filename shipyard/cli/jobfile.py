@@ -29,9 +29,16 @@ FRAMEWORKS = Registry("frameworks", "framework", {
     "tensorflow": "shipyard.sdk.frameworks:TensorFlow",
     "sklearn": "shipyard.sdk.frameworks:SKLearn",
     "xgboost": "shipyard.sdk.frameworks:XGBoost",
+    "huggingface": "shipyard.sdk.frameworks:HuggingFace",
     "none": "shipyard.sdk.estimator:Estimator",
 })
 DEFAULT_FRAMEWORK = "pytorch"
+# The estimator a job gets when it names no framework and its image_uri is of this kind (spec/images.py),
+# with no entry point: a built-in algorithm's image is trained by the generic Estimator, as on SageMaker.
+IMAGE_FRAMEWORKS = {"algorithm": "none"}
+# Arguments only one framework's estimator takes, beyond the Estimator's: key -> that framework.
+FRAMEWORK_ARGUMENTS = {"model_dir": "tensorflow", "transformers_version": "huggingface",
+                       "pytorch_version": "huggingface", "tensorflow_version": "huggingface"}
 CHANNEL_DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
 # SageMaker arguments a migrated file may carry: handed to the estimator, which warns or refuses.
 PASSTHROUGH = MEANINGLESS_HERE | set(NOT_YET) | set(DEPRECATED)
@@ -92,12 +99,15 @@ class InputFile(_Frozen):
 
 class _JobFileBase(_Frozen):
     """The documented job.yaml schema: the Estimator's arguments (same names) plus our own `framework`,
-    `job_name`, `inputs` (fit()'s) and TensorFlow's `model_dir`."""
+    `job_name`, `inputs` (fit()'s), and one framework's own arguments (FRAMEWORK_ARGUMENTS)."""
 
     framework: str | None = None     # a name in FRAMEWORKS
     job_name: str | None = None
     inputs: dict[str, InputFile] | None = None
     model_dir: Any = None             # TensorFlow only
+    transformers_version: Text | None = None   # HuggingFace only, as its three versions
+    pytorch_version: Text | None = None
+    tensorflow_version: Text | None = None
 
     @field_validator("framework")
     @classmethod
@@ -397,11 +407,30 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
         args["distribution"] = {**distribution, "instance_groups": [options.distribution_group]}
     if isinstance(args.get("entry_point"), str) and args.get("source_dir"):
         args["entry_point"] = _in_source_dir(args["entry_point"], args["source_dir"])
-    framework = options.framework or request.framework or DEFAULT_FRAMEWORK
-    if "model_dir" in args and framework != "tensorflow":
-        raise ValidationError("model_dir", args["model_dir"], "only the tensorflow framework takes model_dir")
+    request = replace(request, framework=options.framework or request.framework, arguments=args)
+    framework = framework_of(request)
+    for key in [k for k in args if k in FRAMEWORK_ARGUMENTS]:   # in the file's order: the first is named
+        if FRAMEWORK_ARGUMENTS[key] != framework:
+            raise ValidationError(key, args[key], f"only the {FRAMEWORK_ARGUMENTS[key]} framework takes {key}; "
+                                  f"give framework: {FRAMEWORK_ARGUMENTS[key]} (or --framework)")
     return JobRequest(framework=framework, job_name=options.job_name or request.job_name, arguments=args,
                       inputs=_merge_inputs(request.inputs, options.channels, options.sharded))
+
+
+def framework_of(request: JobRequest) -> str:
+    """The framework the request names; else the one its image implies (IMAGE_FRAMEWORKS); else the default.
+    A built-in algorithm's image under a framework estimator is an error naming `framework`."""
+    image, entry_point = request.arguments.get("image_uri"), request.arguments.get("entry_point")
+    if not isinstance(image, str) or entry_point:
+        return request.framework or DEFAULT_FRAMEWORK
+    from shipyard.spec.images import resolve
+
+    implied = IMAGE_FRAMEWORKS[resolve(image).kind]
+    if request.framework not in (None, implied):
+        raise ValidationError("framework", request.framework, f"image_uri {image} is a built-in algorithm's, run "
+                              f"with no entry_point by framework: {implied}; remove framework, or give the "
+                              "entry_point of a script to run")
+    return implied
 
 
 def _merge_metrics(defined: list[dict[str, str]], texts: tuple[str, ...]) -> list[dict[str, str]]:
@@ -451,7 +480,7 @@ def _merge_inputs(inputs: dict[str, dict[str, Any]], channels: tuple[str, ...],
 
 # -- the estimator ----------------------------------------------------------------------------------
 def make_estimator(request: JobRequest):
-    return FRAMEWORKS.load(request.framework or DEFAULT_FRAMEWORK)(**request.arguments)
+    return FRAMEWORKS.load(framework_of(request))(**request.arguments)
 
 
 def fit_inputs(request: JobRequest) -> dict | None:

@@ -155,8 +155,9 @@ Examples:
 @click.option("--max-run", type=int, help="Seconds before the job is stopped (default 86400).")
 @click.option("--job-name", help="Job name (default: BASE-JOB-NAME plus a timestamp).")
 @click.option("--base-job-name")
-@click.option("--framework", help="Estimator class, a name in the frameworks registry: pytorch (default), "
-              "tensorflow, sklearn, xgboost, none (the generic Estimator).")
+@click.option("--framework", help="Estimator class, a name in the frameworks registry: pytorch (default; none "
+              "for a built-in algorithm's image_uri), tensorflow, sklearn, xgboost, huggingface, none (the generic "
+              "Estimator).")
 @click.option("--oversubscribe/--no-oversubscribe", default=None,
               help="Let instances share this machine's CPUs and memory.")
 @click.option("--stop-grace-seconds", type=float, help="SIGTERM to SIGKILL on stop (default 120).")

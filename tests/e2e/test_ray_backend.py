@@ -636,3 +636,53 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
         with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(cluster_home.ACTOR_NAME, namespace=cluster_home.NAMESPACE))
         clean_home(tmp_path / "cluster-home")
+
+
+def test_built_in_xgboost_and_an_smddp_script_run_on_the_nodes(home, s3, on_ray, tmp_path):
+    """Issue 24 on Ray: the built-in XGBoost algorithm (an image and hyperparameters, no code) trains one model
+    over XGBoost's collective, the tracker on algo-1's node, each node with its own share of the CSV; and a
+    script importing SageMaker's SMDDP gets the served library in the processes the nodes start."""
+    from shipyard import image_uris
+
+    bucket, out = s3.bucket("data"), s3.bucket("out")
+    rows = [[float(i % 7) / 7, float(i % 5) / 5, float(i % 3) / 3] for i in range(300)]
+    labels = [3 * x - 2 * y for x, y, _ in rows]
+    for part in range(2):   # label first, no header; one object per instance (ShardedByS3Key)
+        lines = [",".join(f"{v:.6f}" for v in (labels[i], *rows[i])) for i in range(part * 150, part * 150 + 150)]
+        s3.put(f"{bucket}/train/part-{part}.csv", ("\n".join(lines) + "\n").encode())
+    s3.put(f"{bucket}/validation/validation.csv", s3.get(f"{bucket}/train/part-0.csv"))
+    xgb = Estimator(image_uri=image_uris.retrieve("xgboost", "us-west-2", "1.7-1"), instance_count=2,
+                    instance_type="local", output_path=f"{out}/jobs", backend="ray", max_run=300,
+                    stop_grace_seconds=5, hyperparameters={"num_round": 10, "max_depth": 3, "eval_metric": "rmse"})
+    xgb.fit({"train": TrainingInput(f"{bucket}/train", content_type="text/csv", distribution="ShardedByS3Key"),
+             "validation": TrainingInput(f"{bucket}/validation", content_type="text/csv")}, logs=False)
+    job = xgb.latest_training_job
+    description = job.describe()
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    logs = {host: Store().log_path(job.name, host).read_text() for host in ("algo-1", "algo-2")}
+    nodes = {_node_of(Store().log_path(job.name, host), host, on_ray).node_id for host in logs}
+    assert len(nodes) == 2
+    for host, rank in (("algo-1", 0), ("algo-2", 1)):
+        assert "channel train: 150 rows (csv, ShardedByS3Key)" in logs[host]
+        assert f"worker {host}: rank {rank} of world size 2" in logs[host]
+    assert "tracker on algo-1 at 127.0.0.1:" in logs["algo-1"] and "tracker on" not in logs["algo-2"]
+    final = {m["MetricName"]: m["Value"] for m in description["FinalMetricDataList"]}
+    assert set(final) == {"train:rmse", "validation:rmse"} and final["validation:rmse"] < 0.5
+    assert "xgboost-model" in _members(description["ModelArtifacts"]["S3ModelArtifacts"], tmp_path / "xgb")
+    _left_nothing(on_ray, job.name)
+
+    source = tmp_path / "smddp"
+    source.mkdir()
+    shutil.copy(SCRIPTS / "smddp_train.py", source / "train.py")
+    smddp = PyTorch(entry_point="train.py", source_dir=str(source), instance_count=2, instance_type="local",
+                    distribution={"smdistributed": {"dataparallel": {"enabled": True}}}, hyperparameters={"steps": 4},
+                    output_path=f"{out}/jobs", backend="ray", max_run=300, stop_grace_seconds=5)
+    smddp.fit(logs=False)
+    reports = sorted((json.loads(data) for data in _members(smddp.model_data, tmp_path / "smddp-model").values()),
+                     key=lambda r: r["rank"])
+    # The smddp backend registered on both nodes (served by gloo here), and the pre-1.4 API on the same group.
+    assert [(r["rank"], r["world"], r["host"], r["backend"], r["served_by"]) for r in reports] == [
+        (0, 2, "algo-1", "smddp", "ProcessGroupGloo"), (1, 2, "algo-2", "smddp", "ProcessGroupGloo")]
+    assert [r["legacy"]["sum"] for r in reports] == [3.0, 3.0]
+    assert reports[0]["torch_ddp"]["params"] == reports[1]["torch_ddp"]["params"]
+    _left_nothing(on_ray, smddp.latest_training_job.name)

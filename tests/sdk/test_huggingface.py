@@ -98,3 +98,21 @@ def test_installed_versions_match_quietly(script):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _estimator(script)
+
+
+def test_tuner_attach_rebuilds_a_huggingface_estimator(script):
+    """The tuning job's record says framework huggingface: attach() rebuilds the HuggingFace estimator, with
+    no estimator_cls given (the class is the record's framework's, in the job file's frameworks registry)."""
+    from shipyard.store import Store
+    from shipyard.store.tuning import TuningStore
+    from shipyard.tuner import ContinuousParameter, HyperparameterTuner
+
+    est = _estimator(script, metric_definitions=[{"Name": "loss", "Regex": "loss=([0-9.]+)"}])
+    tuner = HyperparameterTuner(est, "loss", {"learning_rate": ContinuousParameter(1e-5, 1e-3)},
+                                objective_type="Minimize", max_jobs=2)
+    TuningStore(Store()).create(tuner._spec(job_name="hf-tuning"))   # recorded, not started
+    attached = HyperparameterTuner.attach("hf-tuning")
+    assert type(attached.estimator) is HuggingFace
+    assert (attached.estimator.framework_version, attached.estimator.py_version, attached.estimator.entry_point) == (
+        "5.24", "py311", "train.py")
+    assert attached.objective_metric_name == "loss" and set(attached.hyperparameter_ranges()) == {"learning_rate"}

@@ -1,4 +1,5 @@
-"""The three files the platform writes to /opt/ml/input/config before the container starts (spec 1.2, 1.3)."""
+"""The files the platform writes to /opt/ml/input/config before the container starts (spec 1.2, 1.3): three,
+and checkpointconfig.json for a job with checkpoints."""
 
 from __future__ import annotations
 
@@ -72,8 +73,11 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def write_configs(
-    layout: Layout, hyperparameters: Mapping[str, str], resource_config: dict, input_data_config: dict
+    layout: Layout, hyperparameters: Mapping[str, str], resource_config: dict, input_data_config: dict,
+    checkpoint_config: dict | None = None,
 ) -> None:
+    """`checkpoint_config`: the job's CheckpointConfig ({"LocalPath", "S3Uri"}), which SageMaker's algorithm
+    containers read to find the checkpoint directory (the XGBoost algorithm, shipyard/algorithms)."""
     for key, value in hyperparameters.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValidationError(
@@ -83,3 +87,7 @@ def write_configs(
     _write_json_atomic(layout.hyperparameters_file, dict(hyperparameters))
     _write_json_atomic(layout.resourceconfig_file, resource_config)
     _write_json_atomic(layout.inputdataconfig_file, input_data_config)
+    if checkpoint_config is not None:
+        _write_json_atomic(layout.checkpointconfig_file, checkpoint_config)
+    else:   # a warm instance's previous job may have had one
+        layout.checkpointconfig_file.unlink(missing_ok=True)

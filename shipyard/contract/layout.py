@@ -79,6 +79,10 @@ class Layout:
     def inputdataconfig_file(self) -> Path:
         return self.input_config_dir / "inputdataconfig.json"
 
+    @property
+    def checkpointconfig_file(self) -> Path:
+        return self.input_config_dir / "checkpointconfig.json"
+
     def channel_dir(self, name: str) -> Path:
         # The channel-name pattern admits "." and "..", which would leave input/data.
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:

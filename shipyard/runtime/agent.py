@@ -385,7 +385,9 @@ class Agent:
         sync = None
         try:
             env = self.config.training_environment()
-            write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config)
+            checkpoints = {"LocalPath": self.config.checkpoint_local_path, "S3Uri": self.config.checkpoint_uri}
+            write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config,
+                          checkpoints if self.config.checkpoint_uri else None)
             self._start_streams()   # first: their storage client's import and listing overlap the rest
             self.events.emit("phase", phase="Downloading")
             self.fetch_code(env)

@@ -45,6 +45,7 @@ RULES = {
         "NLPSequenceRatio": "shipyard.rules.debugger.nlp_sequence_ratio",
         "FeatureImportanceOverweight": "shipyard.rules.debugger.feature_importance_overweight",
         "TreeDepth": "shipyard.rules.debugger.tree_depth",
+        "CreateXgboostReport": "shipyard.rules.debugger.create_xgboost_report",
     }),
     "profiler": Registry("profiler_rules", "profiler rule", {
         "StepOutlier": "shipyard.rules.profiler.step_outlier",

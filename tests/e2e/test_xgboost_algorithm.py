@@ -1,11 +1,15 @@
 """SageMaker's built-in XGBoost algorithm, the way its users start it: `image_uris.retrieve("xgboost", ...)` and
 a generic Estimator with only hyperparameters (no entry point), channels with content types. One job of two
 instances trains over XGBoost's own collective (the tracker on algo-1) with a ShardedByS3Key CSV train channel
-and a libsvm validation channel; one tuning job (a single trial) trains on Parquet with a CSV validation channel
-and is tuned on `validation:auc` with no metric_definitions given, as the algorithm defines its metrics."""
+and a libsvm validation channel, judged by the XGBoost rules, and CreateXgboostReport writes its training
+report; one tuning job (a single trial) trains on Parquet with a CSV validation channel
+and is tuned on `validation:auc` with no metric_definitions given, as the algorithm defines its metrics. One spot
+job, interrupted while it trains, continues in its new attempt from the newest of the checkpoints the algorithm
+wrote every round."""
 
 from __future__ import annotations
 
+import re
 import tarfile
 from pathlib import Path
 
@@ -67,7 +71,8 @@ def test_distributed_xgboost_over_sharded_csv_with_libsvm_validation(home, tmp_p
                     # The XGBoost rules: two of the four features decide the label; trees no deeper than max_depth.
                     rules=[Rule.sagemaker(rule_configs.feature_importance_overweight(),
                                           rule_parameters={"nfeatures": "2", "threshold": "0.5"}),
-                           Rule.sagemaker(rule_configs.tree_depth(), rule_parameters={"depth": "4"})])
+                           Rule.sagemaker(rule_configs.tree_depth(), rule_parameters={"depth": "4"}),
+                           Rule.sagemaker(rule_configs.create_xgboost_report())])
     est.fit({"train": TrainingInput(f"file://{data / 'train'}", content_type="text/csv",
                                     distribution="ShardedByS3Key"),
              "validation": TrainingInput(f"file://{data / 'validation'}", content_type="text/libsvm")},
@@ -83,6 +88,16 @@ def test_distributed_xgboost_over_sharded_csv_with_libsvm_validation(home, tmp_p
     details = statuses["FeatureImportanceOverweight"]["StatusDetails"]
     assert "the 2 most important features (f1, f0)" in details or "the 2 most important features (f0, f1)" in details
     assert statuses["TreeDepth"]["RuleEvaluationStatus"] == "NoIssuesFound", statuses
+    # The training report, where SageMaker leaves it: the rule's folder under the rules' output.
+    assert statuses["CreateXgboostReport"]["RuleEvaluationStatus"] == "NoIssuesFound", statuses
+    output = next(r["S3OutputPath"] for r in description["DebugRuleConfigurations"]
+                  if r["RuleConfigurationName"] == "CreateXgboostReport")
+    report = Path(output.removeprefix("file://"), "CreateXgboostReport", "xgboost_report.html").read_text()
+    assert "<td>problem</td><td>regression</td>" in report and "<td>max_depth</td><td>4</td>" in report
+    for metric in ("rmse", "mae"):
+        assert f"<td>{metric}</td><td>train</td>" in report and f"<td>{metric}</td><td>validation</td>" in report
+    assert re.findall(r"<tr><td>(f\d)</td>", report)[:2] == ["f0", "f1"]   # the label is 3 f0 - 2 f1
+    assert "Regression, at round 15" in report
     tensors = trial(job.name)   # the leader saved the rules' collections every 5 rounds
     assert tensors.steps() == [0, 5, 10, 15] and tensors.workers() == ["worker_0"]
     assert "trees/Node" in tensors.tensor_names(step=15, collection="trees")
@@ -148,3 +163,37 @@ def test_tuning_the_algorithm_on_validation_auc_with_parquet_and_csv(home, tmp_p
     booster = _model(trial)
     predicted = booster.predict(xgboost.DMatrix(features[1200:]))
     assert ((predicted > 0.5) == (labels[1200:] > 0.5)).mean() > 0.8
+
+
+def test_a_spot_interruption_continues_from_the_algorithms_checkpoint(home, tmp_path, wait_for_line):
+    rounds = 150   # long enough that the interruption lands while they train, whatever the machine's load
+    features, labels = _regression(30000, seed=2)
+    _csv(tmp_path / "data" / "train.csv", features, labels)
+    checkpoints = tmp_path / "checkpoints"
+    est = Estimator(image_uri=image_uris.retrieve("xgboost", REGION, "1.7-1"), role="SageMakerRole", instance_count=1,
+                    instance_type="local", stop_grace_seconds=5, use_spot_instances=True, max_run=300, max_wait=600,
+                    checkpoint_s3_uri=f"file://{checkpoints}", interruption_notice_seconds=5,
+                    hyperparameters={"num_round": rounds, "max_depth": 3, "eta": 0.05})
+    est.fit({"train": TrainingInput(f"file://{tmp_path / 'data'}", content_type="text/csv")}, wait=False)
+    job = est.latest_training_job
+    store = Store()
+    log = store.log_path(job.name, "algo-1")
+    wait_for_line(log, "[5]#011train-rmse:")
+    assert store.request_interrupt(job.name)   # as `shipyard spot interrupt JOB` asks
+    description = job.wait(logs=False)
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    assert [a["Outcome"] for a in description["Shipyard"]["Attempts"]] == ["Interrupted", "Completed"]
+
+    text = log.read_text()
+    resumed = re.findall(rf"resuming from checkpoint xgboost-checkpoint\.(\d+) at round (\d+) of {rounds}", text)
+    assert len(resumed) == 1, text[-3000:]
+    checkpointed, start = map(int, resumed[0])
+    # The new attempt started where the first one was cut short, not at round 0, and trained the rest.
+    assert 5 < start == checkpointed + 1 < rounds
+    assert text.count("[0]#011train-rmse:") == 1 and text.count(f"[{rounds - 1}]#011train-rmse:") == 1
+    assert f"training {rounds - start} rounds" in text
+    assert _model(description).num_boosted_rounds() == rounds
+    # The newest 5 checkpoints: the older ones were deleted locally, and so at the URI.
+    assert sorted(p.name for p in checkpoints.iterdir()) == [f"xgboost-checkpoint.{n}"
+                                                             for n in range(rounds - 5, rounds)]
+    assert not [w for w in description["Shipyard"].get("Warnings", []) if "started again from step 0" in w]

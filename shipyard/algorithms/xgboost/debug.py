@@ -28,9 +28,9 @@ IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 TREE_COLUMNS = ("Tree", "Node", "Split", "Gain", "Cover")
 
 
-def hook(params: dict[str, Any], validation) -> Any | None:
+def hook(params: dict[str, Any], validation, start: int = 0) -> Any | None:
     """The XGBoost callback saving tensors, or None when the job asks for no debugging or this worker does
-    not save."""
+    not save. `start`: the rounds a checkpoint held, so that steps stay the model's rounds."""
     path = os.environ.get(CONFIG_ENV)
     if not path:
         return None
@@ -52,7 +52,7 @@ def hook(params: dict[str, Any], validation) -> Any | None:
     writer = Writer(config.get("LocalPath") or "/opt/ml/output/tensors", f"worker_{rank}")
     writer.write_collections({c.name: {"include_regex": [p.pattern for p in c.regex]} for c in collections},
                              world if every_worker else 1)
-    return _callback(collections, writer, params, validation)
+    return _callback(collections, writer, params, validation, start)
 
 
 def _reduce(values, name: str) -> float:
@@ -68,7 +68,7 @@ def _reduce(values, name: str) -> float:
     return float({"variance": np.var, "std": np.std}.get(name, getattr(np, name))(values))
 
 
-def _callback(collections: list, writer: Writer, params: dict[str, Any], validation):
+def _callback(collections: list, writer: Writer, params: dict[str, Any], validation, start: int):
     import numpy as np
     import xgboost
 
@@ -76,11 +76,12 @@ def _callback(collections: list, writer: Writer, params: dict[str, Any], validat
 
     class DebuggerHook(xgboost.callback.TrainingCallback):
         def after_iteration(self, model, epoch: int, evals_log) -> bool:
-            due = [c for c in collections if c.save_config.should_save(train_mode, epoch)]
+            step = start + epoch   # the model's round, counted over a checkpoint's rounds too
+            due = [c for c in collections if c.save_config.should_save(train_mode, step)]
             if not due:
                 return False
             raw, entries = {}, {}
-            for name, value in tensors(model, epoch, evals_log).items():
+            for name, value in tensors(model, step, evals_log).items():
                 members = [c for c in due if c.matches(name)]
                 if not members:
                     continue
@@ -93,14 +94,14 @@ def _callback(collections: list, writer: Writer, params: dict[str, Any], validat
                     entry["histogram"] = histogram(value)
                 entry["raw"] = name in raw
                 entries[name] = entry
-            writer.write_step(epoch, train_mode, epoch, raw, entries)
+            writer.write_step(step, train_mode, step, raw, entries)
             return False
 
         def after_training(self, model):
             writer.close()
             return model
 
-    def tensors(model, epoch: int, evals_log) -> dict[str, Any]:
+    def tensors(model, step: int, evals_log) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for channel, scores in evals_log.items():
             for metric, values in scores.items():
@@ -117,7 +118,7 @@ def _callback(collections: list, writer: Writer, params: dict[str, Any], validat
                 found[f"hyperparameters/{name}"] = value
         if validation is not None and any(c.matches("predictions") or c.matches("labels") for c in collections):
             found["labels"] = validation.get_label()
-            found["predictions"] = model.predict(validation, iteration_range=(0, epoch + 1))
+            found["predictions"] = model.predict(validation, iteration_range=(0, step + 1))
         return found
 
     return DebuggerHook()

@@ -67,9 +67,9 @@ def line(iteration: int, results: dict[str, dict[str, float]]) -> str:
     return f"[{iteration}]" + " ".join(parts)
 
 
-def printer():
+def printer(start: int = 0):
     """An XGBoost callback printing each round's line on the leader (every rank computes the same values:
-    the metrics are reduced over the workers)."""
+    the metrics are reduced over the workers), numbered from `start`, the rounds a checkpoint held."""
     import xgboost
 
     class PrintMetrics(xgboost.callback.TrainingCallback):
@@ -77,7 +77,7 @@ def printer():
             if xgboost.collective.get_rank() == 0:
                 latest = {channel: {metric: float(values[-1][0] if isinstance(values[-1], tuple) else values[-1])
                                     for metric, values in scores.items()} for channel, scores in evals_log.items()}
-                print(line(epoch, latest), file=sys.stdout, flush=True)
+                print(line(start + epoch, latest), file=sys.stdout, flush=True)
             return False
 
     return PrintMetrics()

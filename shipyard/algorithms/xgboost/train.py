@@ -2,7 +2,8 @@
 as SageMaker's algorithm container runs it (sagemaker-xgboost-container, algorithm_mode/train.py): it reads
 what the platform wrote under /opt/ml (hyperparameters.json, inputdataconfig.json, resourceconfig.json, the
 channels under input/data), trains on `train` with `validation` evaluated, prints each round's metrics, and
-the leader writes model/xgboost-model.
+the leader writes model/xgboost-model. With a checkpoint directory it checkpoints every round and continues
+from the newest checkpoint when it starts again (checkpoints.py).
 
 On more than one instance the instances train one model together over XGBoost's own collective: algo-1 (the
 first host) runs the tracker (`xgboost.tracker.RabitTracker`) on the job's port, and every instance joins it
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shipyard.algorithms.xgboost import checkpoints
 from shipyard.algorithms.xgboost import data as datasets
 from shipyard.algorithms.xgboost import debug
 from shipyard.algorithms.xgboost import hyperparameters as hp
@@ -48,7 +50,9 @@ def main() -> int:
     try:
         params = hp.validate(raw)
         matrices = _load(layout, channels, params)
-        booster = _train(params, matrices) if len(hosts) == 1 else _distributed(params, matrices, hosts, host)
+        folder = checkpoints.directory(layout)
+        booster = _train(params, matrices, folder) if len(hosts) == 1 else \
+            _distributed(params, matrices, folder, hosts, host)
     except ValidationError as exc:
         _fail(layout, f"ClientError: {exc}")
         return 2
@@ -87,7 +91,7 @@ def _load(layout: Layout, channels: dict, params: dict[str, Any]) -> dict[str, A
     return {name: datasets.dmatrix(d, width) if d is not None else None for name, d in loaded.items()}
 
 
-def _train(params: dict[str, Any], matrices: dict[str, Any]):
+def _train(params: dict[str, Any], matrices: dict[str, Any], folder: Path | None):
     import xgboost
 
     train = matrices[TRAIN]
@@ -100,14 +104,38 @@ def _train(params: dict[str, Any], matrices: dict[str, Any]):
     eval_metric = metrics.eval_metrics(params)
     if eval_metric:
         booster_params["eval_metric"] = eval_metric
-    say(f"training {params['num_round']} rounds on {train.num_row()} rows, {train.num_col()} features")
-    callbacks = [metrics.printer()]
-    saving = debug.hook(params, matrices.get(VALIDATION))
+    model, start = _resume(folder, params["num_round"])
+    say(f"training {params['num_round'] - start} rounds on {train.num_row()} rows, {train.num_col()} features")
+    # XGBoost counts the rounds of this call from 0: the callbacks add the rounds the checkpoint holds.
+    callbacks = [metrics.printer(start)]
+    if folder is not None:
+        callbacks.append(checkpoints.saver(folder, start))
+    saving = debug.hook(params, matrices.get(VALIDATION), start)
     if saving is not None:
         callbacks.append(saving)
-    return xgboost.train(booster_params, train, num_boost_round=params["num_round"], evals=evals,
+    return xgboost.train(booster_params, train, num_boost_round=params["num_round"] - start, evals=evals,
                          early_stopping_rounds=params.get("early_stopping_rounds"), verbose_eval=False,
-                         callbacks=callbacks)
+                         callbacks=callbacks, xgb_model=model)
+
+
+def _resume(folder: Path | None, num_round: int) -> tuple[bytearray | None, int]:
+    """The newest checkpoint's model and the rounds it holds (None, 0: train from round 0). Every instance
+    restored the same checkpoints; should they differ, continuing would mix two models, so that fails."""
+    from xgboost import collective
+
+    model, start, name = checkpoints.latest(folder)
+    if collective.get_world_size() > 1:
+        leader = collective.broadcast(start, 0)
+        if leader != start:
+            raise RuntimeError(f"rank {collective.get_rank()} restored a checkpoint of {start} rounds, rank 0 one "
+                               f"of {leader}: the instances' checkpoint directories differ")
+    if start > num_round:   # another job's, through a checkpoint_s3_uri used again
+        raise ValidationError("hyperparameters['num_round']", num_round,
+                              f"the checkpoint {folder / name} holds {start} rounds already; give num_round >= {start} "
+                              "or a checkpoint_s3_uri of this job's own")
+    if model is not None:
+        say(f"resuming from checkpoint {name} at round {start} of {num_round}")
+    return model, start
 
 
 def _tracker_address(hosts: list[str]) -> tuple[str, int]:
@@ -129,7 +157,8 @@ def _start_tracker(hosts: list[str]):
     return tracker
 
 
-def _distributed(params: dict[str, Any], matrices: dict[str, Any], hosts: list[str], host: str):
+def _distributed(params: dict[str, Any], matrices: dict[str, Any], folder: Path | None, hosts: list[str],
+                 host: str):
     import xgboost
     from xgboost import collective
 
@@ -141,7 +170,7 @@ def _distributed(params: dict[str, Any], matrices: dict[str, Any], hosts: list[s
             "dmlc_retry": 10, "dmlc_timeout": TRACKER_WAIT_SECONDS}
     with collective.CommunicatorContext(**args):
         say(f"worker {host}: rank {collective.get_rank()} of world size {collective.get_world_size()}")
-        booster = _train(params, matrices)
+        booster = _train(params, matrices, folder)
     return booster
 
 

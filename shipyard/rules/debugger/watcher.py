@@ -4,7 +4,9 @@ smdebug's rule invoker does; a condition met sets IssuesFound with SageMaker's m
 rule's actions (and the rule's own `actions`), and evaluation goes on. A rule about time rather than
 tensors (StalledTrainingRule) also has `invoke_without_step()`, asked at each poll. When the instances
 end, the rest is evaluated and rules that never fired become NoIssuesFound. A rule that raises is Error
-and is evaluated no further.
+and is evaluated no further. A rule that leaves files (CreateXgboostReport's HTML report) has
+`outputs(job)`, asked when the instances end, and they go to its output folder, where SageMaker's rule
+leaves them: <output>/<job>/rule-output/<rule>/.
 
 With include_workers=all, every rank saves its own tensors: each rule then judges each worker on its own
 (an instance per worker, over a view of that worker's tensors, keeping its own history), and a finding
@@ -13,7 +15,9 @@ names the worker. Otherwise worker_0 is the only one and the rule sees the whole
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 import traceback
+from pathlib import Path
 
 from shipyard.rules.actions import run_actions
 from shipyard.spec.rule_parameters import parse_parameters
@@ -70,8 +74,10 @@ class DebuggerRulesWatcher:
     def __init__(self, spec, store) -> None:
         from shipyard.rules.debugger.trials import Trial
         from shipyard.spec.debugger import debug_output_uri
+        from shipyard.storage.uri import join
 
         self.job, self.store = spec.job_name, store
+        self.rule_output = join(spec.output_path, spec.job_name, "rule-output")
         hook = spec.debugger_hook_config
         self.trial = Trial(debug_output_uri(spec.output_path, spec.job_name, hook.s3_output_path if hook else None))
         per_worker = bool(hook) and hook.hook_parameters.get("include_workers") == "all"
@@ -146,9 +152,29 @@ class DebuggerRulesWatcher:
     def finish(self):
         late = self._evaluate(final=True)
         for runner in self.runners:
+            if not runner.failed:
+                self._publish(runner)
             if not runner.fired and not runner.failed:
                 self.store.set_rule_status(self.job, KIND, runner.config.name, "NoIssuesFound", "")
         return late
+
+    def _publish(self, runner) -> None:
+        """The files of a rule that leaves some, in its output folder (with an instance per worker: the first
+        worker's, as a report is of the training rather than of each worker)."""
+        from shipyard.storage.transfer import upload_file
+        from shipyard.storage.uri import join
+
+        outputs = getattr(next(iter(runner.instances.values())).rule, "outputs", None)
+        if outputs is None:
+            return
+        try:
+            with tempfile.TemporaryDirectory(prefix="shipyard-rule-output-") as folder:
+                for name, text in outputs(self.job).items():
+                    local = Path(folder) / name
+                    local.write_text(text)
+                    upload_file(local, join(self.rule_output, runner.config.name, name))
+        except Exception:
+            self._error(runner)
 
     def follow(self, spec) -> None:
         """Debugger rules are fixed when the job starts (UpdateTrainingJob changes profiling only)."""

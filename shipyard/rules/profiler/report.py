@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from shipyard.contract.profiler import DATALOADER_ITER, DATALOADER_WORKER
@@ -36,8 +36,16 @@ from shipyard.rules.profiler.step_outlier import MIN_STEPS
 from shipyard.spec.rule_parameters import parse_parameters
 from shipyard.spec.rules import rule_module
 
-PAGE = Environment(loader=PackageLoader("shipyard.rules.profiler"), autoescape=True, undefined=StrictUndefined,
-                   trim_blocks=True, lstrip_blocks=True).get_template("report.html")
+
+def page(name: str, package: str = "shipyard.rules.profiler"):
+    """A report's template, from `package`'s templates, with the macros and style the reports share
+    (templates/macros.html, style.css here). Autoescaped: text from a job is always shown as text."""
+    loader = ChoiceLoader([PackageLoader(package), PackageLoader("shipyard.rules.profiler")])
+    return Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True,
+                       lstrip_blocks=True).get_template(name)
+
+
+PAGE = page("report.html")
 ALL_NODES = "all nodes"
 UTILISATION = (("CPU", "cpu", "CPUUtilization"), ("CPU memory", "memory", ""), ("GPU", "gpu", "GPUUtilization"),
                ("GPU memory", "gpu", "GPUMemoryUtilization"))

@@ -640,21 +640,22 @@ def test_a_controller_on_the_cluster_outlives_its_submitter_and_is_followed_from
 
 def test_built_in_xgboost_and_an_smddp_script_run_on_the_nodes(home, s3, on_ray, tmp_path):
     """Issue 24 on Ray: the built-in XGBoost algorithm (an image and hyperparameters, no code) trains one model
-    over XGBoost's collective, the tracker on algo-1's node, each node with its own share of the CSV; and a
-    script importing SageMaker's SMDDP gets the served library in the processes the nodes start."""
+    over XGBoost's collective, the tracker on algo-1's node, each node with a whole copy of the CSV
+    (FullyReplicated; the local test shards it); and a script importing SageMaker's SMDDP gets the served
+    library in the processes the nodes start."""
     from shipyard import image_uris
 
     bucket, out = s3.bucket("data"), s3.bucket("out")
     rows = [[float(i % 7) / 7, float(i % 5) / 5, float(i % 3) / 3] for i in range(300)]
     labels = [3 * x - 2 * y for x, y, _ in rows]
-    for part in range(2):   # label first, no header; one object per instance (ShardedByS3Key)
+    for part in range(2):   # label first, no header
         lines = [",".join(f"{v:.6f}" for v in (labels[i], *rows[i])) for i in range(part * 150, part * 150 + 150)]
         s3.put(f"{bucket}/train/part-{part}.csv", ("\n".join(lines) + "\n").encode())
     s3.put(f"{bucket}/validation/validation.csv", s3.get(f"{bucket}/train/part-0.csv"))
     xgb = Estimator(image_uri=image_uris.retrieve("xgboost", "us-west-2", "1.7-1"), instance_count=2,
                     instance_type="local", output_path=f"{out}/jobs", backend="ray", max_run=300,
                     stop_grace_seconds=5, hyperparameters={"num_round": 10, "max_depth": 3, "eval_metric": "rmse"})
-    xgb.fit({"train": TrainingInput(f"{bucket}/train", content_type="text/csv", distribution="ShardedByS3Key"),
+    xgb.fit({"train": TrainingInput(f"{bucket}/train", content_type="text/csv", distribution="FullyReplicated"),
              "validation": TrainingInput(f"{bucket}/validation", content_type="text/csv")}, logs=False)
     job = xgb.latest_training_job
     description = job.describe()
@@ -663,7 +664,7 @@ def test_built_in_xgboost_and_an_smddp_script_run_on_the_nodes(home, s3, on_ray,
     nodes = {_node_of(Store().log_path(job.name, host), host, on_ray).node_id for host in logs}
     assert len(nodes) == 2
     for host, rank in (("algo-1", 0), ("algo-2", 1)):
-        assert "channel train: 150 rows (csv, ShardedByS3Key)" in logs[host]
+        assert "channel train: 300 rows (csv, FullyReplicated)" in logs[host]
         assert f"worker {host}: rank {rank} of world size 2" in logs[host]
     assert "tracker on algo-1 at 127.0.0.1:" in logs["algo-1"] and "tracker on" not in logs["algo-2"]
     final = {m["MetricName"]: m["Value"] for m in description["FinalMetricDataList"]}

@@ -8,10 +8,13 @@ setup:
 	@bash scripts/setup.sh
 
 # Refresh requirements-dev.lock: the newest versions that satisfy pyproject.toml's dev extra (and torch's
-# pin in constraints-dev.txt); the next setup rebuilds .venv from it. Commit the lock with what needed it.
+# pin in constraints-dev.txt), and requirements-sagemaker.lock (.venv-sagemaker: the real SageMaker SDK the
+# tests drive as a client); the next setup rebuilds each venv from its lock. Commit the lock with what needed it.
 lock: setup
 	CUSTOM_COMPILE_COMMAND="make lock" $(PYTHON) -m piptools compile -q --upgrade --allow-unsafe --strip-extras --extra dev \
 		--no-emit-index-url --no-emit-find-links -c constraints-dev.txt -o requirements-dev.lock pyproject.toml
+	CUSTOM_COMPILE_COMMAND="make lock" $(PYTHON) -m piptools compile -q --upgrade --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links -o requirements-sagemaker.lock requirements-sagemaker.in
 
 demo: setup
 	$(PYTHON) examples/demo/run_demo.py
@@ -42,4 +45,4 @@ clean:
 	find . -path ./.venv -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf .venv
+	rm -rf .venv .venv-sagemaker

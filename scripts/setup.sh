@@ -106,6 +106,24 @@ if [ ! -f "$STAMP_DIR/project-$project_key" ]; then
     rm -f "$STAMP_DIR"/project-*
     touch "$STAMP_DIR/project-$project_key"
 fi
+# --- .venv-sagemaker: the real SageMaker Python SDK, as a notebook's own environment has it ---
+# The tests drive it as a client of `shipyard server` (docs/sagemaker-api.md); its pins conflict with the
+# dev lock's, so it lives apart, exactly requirements-sagemaker.lock (make lock refreshes it too).
+SDK_VENV=.venv-sagemaker
+SDK_LOCK=requirements-sagemaker.lock
+sdk_key=$([ -f "$SDK_LOCK" ] && sha256sum "$SDK_LOCK" | cut -c1-16 || true)
+if [ -n "$sdk_key" ] && [ ! -f "$SDK_VENV/.lock-$sdk_key" ]; then
+    say "installing the SageMaker SDK's locked environment into $SDK_VENV"
+    rm -rf "$SDK_VENV"
+    "$(pick_python)" -m venv "$SDK_VENV"
+    "$SDK_VENV/bin/python" -m pip install -qq --no-input --disable-pip-version-check --no-deps -r "$SDK_LOCK"
+    "$SDK_VENV/bin/python" -m pip check >/dev/null || {
+        "$SDK_VENV/bin/python" -m pip check >&2
+        die "$SDK_LOCK is not a whole environment: refresh it with 'make lock'"
+    }
+    touch "$SDK_VENV/.lock-$sdk_key"
+fi
+
 # shipyard's own bytecode, written here: where PYTHONDONTWRITEBYTECODE is set (as in some CI images) no
 # process writes it, and each of a job's processes would compile shipyard's sources again (about 0.07 s
 # of CPU each). A second or so when nothing changed; a source edited later is compiled as it is imported.

@@ -20,7 +20,7 @@ def retrieve(framework: str, region: str | None = None, version: str | None = No
     """The image URI of `framework` (e.g. "xgboost") `version` (e.g. "1.7-1") in `region`."""
     from shipyard.spec.images import catalog
 
-    images = catalog()
+    images = {name: image for name, image in catalog().items() if image.registries}   # those with URIs to build
     if framework not in images:
         raise unknown_name_error("framework", framework, images)
     for name, value in unsupported.items():

@@ -51,6 +51,13 @@ def default_backend() -> str:
     return os.environ.get("SHIPYARD_BACKEND") or "local"
 
 
+def default_oversubscribe() -> bool:
+    """SHIPYARD_OVERSUBSCRIBE (default off): a job that does not say (`oversubscribe=`) may have instances
+    sharing this machine's CPUs and memory beyond their types' sizes. For a server whose jobs come through
+    SageMaker's API, which has no such field (docs/sagemaker-api.md)."""
+    return _flag("SHIPYARD_OVERSUBSCRIBE")
+
+
 def ray_address() -> str:
     """The Ray cluster to run on: SHIPYARD_RAY_ADDRESS, else RAY_ADDRESS, else "auto" (a cluster started
     on this machine with `ray start --head`)."""

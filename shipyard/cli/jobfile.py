@@ -418,14 +418,18 @@ def apply_options(request: JobRequest, options: RunOptions) -> JobRequest:
 
 
 def framework_of(request: JobRequest) -> str:
-    """The framework the request names; else the one its image implies (IMAGE_FRAMEWORKS); else the default.
+    """The framework the request names; else the one its image implies (IMAGE_FRAMEWORKS for an algorithm run
+    without an entry point, the image's framework for a script); else the default.
     A built-in algorithm's image under a framework estimator is an error naming `framework`."""
     image, entry_point = request.arguments.get("image_uri"), request.arguments.get("entry_point")
-    if not isinstance(image, str) or entry_point:
+    if not isinstance(image, str):
         return request.framework or DEFAULT_FRAMEWORK
     from shipyard.spec.images import resolve
 
-    implied = IMAGE_FRAMEWORKS[resolve(image).kind]
+    found = resolve(image)
+    if entry_point or found.kind != "algorithm":   # a script runs: with the framework the image runs it with
+        return request.framework or found.framework or DEFAULT_FRAMEWORK
+    implied = IMAGE_FRAMEWORKS[found.kind]
     if request.framework not in (None, implied):
         raise ValidationError("framework", request.framework, f"image_uri {image} is a built-in algorithm's, run "
                               f"with no entry_point by framework: {implied}; remove framework, or give the "

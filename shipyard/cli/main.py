@@ -646,19 +646,32 @@ def interrupt(job: str, host: str | None) -> None:
 Examples:
   shipyard server                      # http://127.0.0.1:8765, the dashboard and the API
   shipyard server --port 9000
-  shipyard server --host 0.0.0.0       # other machines too: every request then needs the token""")
+  shipyard server --host 0.0.0.0       # other machines too: every request then needs the token
+  eval "$(shipyard server --print-env)"   # in another shell: boto3 and the sagemaker SDK talk to it""")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback needs the token for every request.")
 @click.option("--port", type=int, default=8765, show_default=True, help="Port (0: any free one).")
 @click.option("--token", envvar="SHIPYARD_SERVER_TOKEN", help="The token to require (default: a new random one; "
               "or SHIPYARD_SERVER_TOKEN).")
-def server(host: str, port: int, token: str | None) -> None:
-    """Serve the dashboard and the HTTP API over this machine's jobs, tuning jobs, pools and costs. Jobs
-    keep running when it stops; the CLI and the SDK never need it (docs/server.md)."""
-    from shipyard.server.serve import plan, serve
+@click.option("--default-bucket", help="The bucket the sagemaker SDK's default_bucket() names "
+              "(default: sagemaker-<region>-000000000000).")
+@click.option("--new-aws-keys", is_flag=True, help="Issue new keys for the AWS API; the old ones stop working.")
+@click.option("--aws-keys-from-env", is_flag=True, help="The AWS API accepts the AWS_ACCESS_KEY_ID / "
+              "AWS_SECRET_ACCESS_KEY set here (an S3 store's keys) instead of keys it issues.")
+@click.option("--print-env", is_flag=True, help="Print the running server's AWS environment as `export` lines "
+              "and exit.")
+def server(host: str, port: int, token: str | None, default_bucket: str | None, new_aws_keys: bool,
+           aws_keys_from_env: bool, print_env: bool) -> None:
+    """Serve the dashboard and the HTTP API over this machine's jobs, tuning jobs, pools and costs, and an
+    AWS API (SageMaker, CloudWatch, CloudWatch Logs, STS) that boto3 and the sagemaker SDK can be pointed
+    at. Jobs keep running when it stops; the CLI and the SDK never need it (docs/server.md)."""
+    from shipyard.server.serve import exports, plan, running_environment, serve
 
     store = _store()
-    serve(plan(host, port, token, store), store, say=click.echo)
+    if print_env:
+        click.echo("\n".join(exports(running_environment(store))))
+        return
+    serve(plan(host, port, token, store, default_bucket, new_aws_keys, aws_keys_from_env), store, say=click.echo)
 
 
 @cli.command(epilog="""\b

@@ -56,17 +56,7 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         "TrainingJobStatus": record.status,
         "SecondaryStatus": record.secondary_status,
         "HyperParameters": dict(spec.hyperparameters),
-        "AlgorithmSpecification": {
-            "TrainingImage": spec.image_uri,
-            "TrainingInputMode": spec.input_mode,
-            "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.all_metric_definitions],
-            "EnableSageMakerMetricsTimeSeries": spec.enable_sagemaker_metrics is not False,
-        },
-        "InputDataConfig": [_channel(c) for c in spec.channels],
-        "OutputDataConfig": {"S3OutputPath": spec.output_path},
-        "ResourceConfig": resource_config(spec),
-        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run,
-                              **({"MaxWaitTimeInSeconds": spec.max_wait} if spec.max_wait else {})},
+        **definition(spec),
         "CreationTime": _time(record.creation_time),
         "TrainingStartTime": _time(record.training_start_time),
         "TrainingEndTime": _time(end),
@@ -77,10 +67,6 @@ def describe_record(store: Store, record: JobRecord) -> dict:
             for t in record.transitions
         ],
         "FinalMetricDataList": final_metrics(store, spec.job_name),
-        "Environment": dict(spec.environment),
-        "EnableNetworkIsolation": False,
-        "EnableInterContainerTrafficEncryption": False,
-        "EnableManagedSpotTraining": spec.use_spot_instances,
         **costs,
         "ProfilingStatus": "Enabled" if spec.profiler_config and spec.profiler_config.enabled else "Disabled",
     }
@@ -92,14 +78,8 @@ def describe_record(store: Store, record: JobRecord) -> dict:
             "keep_alive", spec.keep_alive_period_in_seconds)
         if pool:
             description["WarmPoolStatus"] = pool["status"]
-    if spec.checkpoint_s3_uri:
-        description["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
     if spec.profiler_config is not None:
         description["ProfilerConfig"] = spec.profiler_config.to_api(spec.output_path, spec.job_name)
-    if spec.role:
-        description["RoleArn"] = spec.role
-    if spec.subnets or spec.security_group_ids:
-        description["VpcConfig"] = {"SecurityGroupIds": list(spec.security_group_ids), "Subnets": list(spec.subnets)}
     if spec.tensorboard_output_config is not None:
         description["TensorBoardOutputConfig"] = {
             "S3OutputPath": spec.tensorboard_output_config.s3_output_path,
@@ -115,8 +95,6 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         rules = [r for r in spec.rules if r.kind == kind]
         if rules:
             description[field] = [_rule_configuration(spec, r) for r in rules]
-    if spec.max_retry_attempts:
-        description["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if record.failure_reason:
         description["FailureReason"] = record.failure_reason
     if record.output_artifacts:
@@ -134,6 +112,38 @@ def describe_record(store: Store, record: JobRecord) -> dict:
         own["Warnings"] = warnings
     description[OWN] = own
     return description
+
+
+def definition(spec) -> dict:
+    """What DescribeTrainingJob and a tuning job's training definition (HyperParameterTrainingJobDefinition)
+    say alike of a job: its image and metrics, data, output, resources, limits, role and network."""
+    out = {
+        "AlgorithmSpecification": {
+            "TrainingImage": spec.image_uri,
+            "TrainingInputMode": spec.input_mode,
+            "MetricDefinitions": [{"Name": m.name, "Regex": m.regex} for m in spec.all_metric_definitions],
+            "EnableSageMakerMetricsTimeSeries": spec.enable_sagemaker_metrics is not False,
+        },
+        "InputDataConfig": [_channel(c) for c in spec.channels],
+        # SageMaker answers KmsKeyId "" for an output without a key of its own (the SDK's attach reads it)
+        "OutputDataConfig": {"KmsKeyId": "", "S3OutputPath": spec.output_path},
+        "ResourceConfig": resource_config(spec),
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run,
+                              **({"MaxWaitTimeInSeconds": spec.max_wait} if spec.max_wait else {})},
+        "Environment": dict(spec.environment),
+        "EnableNetworkIsolation": False,
+        "EnableInterContainerTrafficEncryption": False,
+        "EnableManagedSpotTraining": spec.use_spot_instances,
+    }
+    if spec.checkpoint_s3_uri:
+        out["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri, "LocalPath": spec.checkpoint_local_path}
+    if spec.role:
+        out["RoleArn"] = spec.role
+    if spec.subnets or spec.security_group_ids:
+        out["VpcConfig"] = {"SecurityGroupIds": list(spec.security_group_ids), "Subnets": list(spec.subnets)}
+    if spec.max_retry_attempts:
+        out["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
+    return out
 
 
 def billed(store: Store, record: JobRecord, attempts: list[dict], priced) -> tuple[dict, dict | None]:

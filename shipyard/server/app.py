@@ -1,5 +1,6 @@
 """The application: the routers ROUTES names (each a module over one resource, registered by name as
-launchers and rules are), the dashboard's files, the API's documentation, and the security
+launchers and rules are), the AWS API under /aws (aws/protocol.py: SigV4 instead of the token, AWS's
+errors instead of ours), the dashboard's files, the API's documentation, and the security
 every response gets (auth.py; a Content-Security-Policy that lets a page run only the server's own
 scripts, so text from a job can never run as code even if it were put in a page unescaped)."""
 
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from shipyard.errors import ConflictError, NotFoundError, ShipyardError, ValidationError
 from shipyard.registry import Registry
 from shipyard.server import auth
+from shipyard.server.aws import protocol as aws_protocol
 from shipyard.store import Store
 
 # One module per resource, each a FastAPI router mounted under /api; a new resource is a module named here
@@ -82,6 +84,7 @@ def create_app(store: Store, token: str, loopback: bool = True) -> FastAPI:
 
     for name in ROUTES:
         app.include_router(ROUTES.load(name), prefix="/api")
+    app.include_router(aws_protocol.router)
 
     @app.get("/docs", include_in_schema=False)
     def docs():

@@ -5,7 +5,10 @@ field). An image is matched by its repository and tag, whatever registry names i
 region, and a mirror of it, are the same image. An image the catalog does not know is an error naming both
 files.
 
-`image_uris.retrieve` builds URIs from the same entries, so what it returns is always recognised."""
+`image_uris.retrieve` builds URIs from the same entries, so what it returns is always recognised. Framework
+images (SageMaker's Deep Learning Containers and framework images, kind `framework`) are matched by their
+repository and the shape of their tag, which names the version: what SageMaker's SDK resolves for pytorch,
+tensorflow, sklearn, xgboost and huggingface is known, in any region."""
 
 from __future__ import annotations
 
@@ -23,7 +26,15 @@ CATALOG_FILE = "images.yaml"
 # `validate(hyperparameters)`, `check_channels(channels)`, `metric_definitions()` and `main()`
 # (shipyard/algorithms, docs there).
 ALGORITHMS = Registry("algorithms", "built-in algorithm", {"xgboost": "shipyard.algorithms.xgboost"})
-KINDS = ("algorithm",)
+# algorithm: a built-in algorithm (no entry point); framework: a framework's script-mode image (an entry point).
+KINDS = ("algorithm", "framework")
+# The script-mode frameworks an image may run (the estimators of shipyard.sdk.frameworks, by their names).
+FRAMEWORKS = ("pytorch", "tensorflow", "sklearn", "xgboost", "huggingface")
+# A framework image's tag as SageMaker's SDK builds it (image_uri_config/*.json): the version, Hugging Face's
+# transformers version, the processor, the Python version, then what SageMaker adds (CUDA, OS, "sagemaker"):
+# pytorch-training:2.1-cpu-py310, huggingface-pytorch-training:2.0-transformers4.28-gpu-py310-cu118-ubuntu20.04.
+TAG_RE = re.compile(r"^(?P<version>\d+(?:\.\d+)*(?:-\d+)?)(?:-transformers(?P<transformers>\d+(?:\.\d+)*))?"
+                    r"(?:-(?P<processor>cpu|gpu))?(?:-(?P<py>py\d+))?(?:-[\w.]+)*$")
 # <registry>/<repository>:<tag>; the registry part has a dot or a port (a repository path may have slashes).
 URI_RE = re.compile(r"^(?:(?P<registry>[^/]+[.:][^/]*)/)?(?P<repository>[a-z0-9][a-z0-9._/-]*):(?P<tag>[\w.-]+)$")
 
@@ -35,7 +46,21 @@ class Image:
     repository: str
     versions: tuple[str, ...]
     algorithm: str | None = None
+    # The script-mode framework it runs a job's entry point with (an algorithm image may have one too).
+    framework: str | None = None
     registries: dict[str, str] = field(default_factory=dict)
+
+    def runs(self, tag: str) -> dict[str, str | None] | None:
+        """What the image at `tag` runs: its framework version and py_version, as the job records them
+        (Hugging Face's framework version is the transformers version); None when it has no such tag."""
+        if self.kind == "algorithm":
+            return {"framework_version": tag, "py_version": None} if tag in self.versions else None
+        match = TAG_RE.match(tag)
+        if match is None or (self.versions and match["version"] not in self.versions):
+            return None
+        if self.framework == "huggingface" and not match["transformers"]:
+            return None
+        return {"framework_version": match["transformers"] or match["version"], "py_version": match["py"]}
 
     def uri(self, region: str, version: str) -> str:
         """The URI SageMaker's SDK builds for this image in `region` (ECR's domain there)."""
@@ -84,11 +109,13 @@ def _entries(text: str, source: str) -> dict[str, dict]:
 
 
 def _build(name: str, fields: dict, source: str) -> Image:
-    known = {"kind", "algorithm", "repository", "versions", "registries"}
+    known = {"kind", "algorithm", "framework", "repository", "versions", "registries"}
     extra = sorted(set(fields) - known)
     if extra:
         raise unknown_name_error(f"images entry {name!r} in {source}", extra[0], known)
-    missing = sorted({"kind", "repository", "versions"} - set(fields))
+    needed = {"kind", "repository", "versions"} if fields.get("kind") == "algorithm" else {"kind", "repository",
+                                                                                          "framework"}
+    missing = sorted(needed - set(fields))
     if missing:
         raise ValidationError(f"images entry {name!r}", ..., f"in {source}: needs {', '.join(missing)}")
     if fields["kind"] not in KINDS:
@@ -96,8 +123,12 @@ def _build(name: str, fields: dict, source: str) -> Image:
     if fields["kind"] == "algorithm" and fields.get("algorithm") not in ALGORITHMS:
         raise unknown_name_error(f"images entry {name!r} in {source}: algorithm", str(fields.get("algorithm")),
                                  ALGORITHMS)
+    if fields.get("framework") is not None and fields["framework"] not in FRAMEWORKS:
+        raise unknown_name_error(f"images entry {name!r} in {source}: framework", str(fields["framework"]),
+                                 FRAMEWORKS)
     return Image(name=name, kind=fields["kind"], repository=str(fields["repository"]),
-                 versions=tuple(str(v) for v in fields["versions"]), algorithm=fields.get("algorithm"),
+                 versions=tuple(str(v) for v in fields.get("versions") or ()), algorithm=fields.get("algorithm"),
+                 framework=fields.get("framework"),
                  registries={str(k): str(v) for k, v in (fields.get("registries") or {}).items()})
 
 
@@ -109,9 +140,16 @@ def resolve(uri: str) -> Image:
                               "image_uris.retrieve('xgboost', 'us-west-2', '1.7-1')")
     repository, tag = match["repository"], match["tag"]
     for image in catalog().values():
-        if repository == image.repository and tag in image.versions:
+        if repository == image.repository and image.runs(tag) is not None:
             return image
-    known = ", ".join(f"{i.repository}:{{{','.join(i.versions)}}}" for i in catalog().values())
+    known = ", ".join(f"{i.repository}:{{{','.join(i.versions)}}}" if i.kind == "algorithm" else
+                      f"{i.repository}:<version>-<cpu|gpu>-<py>" for i in catalog().values())
     raise ValidationError("image_uri", uri, f"not an image shipyard knows ({known}); the catalog is "
                           f"{packaged_file()}, and {user_file()} adds images of the same shape (repository, "
-                          "versions, kind, algorithm)")
+                          "kind, framework or algorithm, versions)")
+
+
+def runs(uri: str) -> tuple[Image, dict[str, str | None]]:
+    """The catalog's image `uri` names, and the framework version and py_version its tag says."""
+    image = resolve(uri)
+    return image, image.runs(URI_RE.match(uri)["tag"])

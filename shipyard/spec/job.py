@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from shipyard.contract.config import HOMOGENEOUS_GROUP
 from shipyard.errors import ValidationError, unknown_name_error
-from shipyard.settings import default_backend
+from shipyard.settings import default_backend, default_oversubscribe
 from shipyard.spec.build import UserModel
 from shipyard.spec.names import CHANNEL_NAME_RE, validate_job_name
 from shipyard.spec.profiler import ProfilerConfig
@@ -183,7 +183,7 @@ class JobSpec(UserModel):
     max_run: int = Field(default=86400, ge=1, le=28 * 86400)
     # SageMaker waits 120 s between SIGTERM and SIGKILL; tests make it short.
     stop_grace_seconds: float = Field(default=120.0, ge=0)
-    oversubscribe: bool = False
+    oversubscribe: bool = Field(default_factory=default_oversubscribe)   # SHIPYARD_OVERSUBSCRIBE
     framework: str | None = None
     framework_version: str | None = None
     py_version: str | None = None

@@ -235,6 +235,19 @@ class Store:
                              " WHERE name=? AND status='InProgress'", (spec.model_dump_json(), time.time(), name))
             return cur.rowcount > 0
 
+    def update_tags(self, name: str, tags: list[dict[str, str]]) -> None:
+        """AddTags / DeleteTags: a job's tags, at any status. Not a change its controller applies, so the spec
+        version stays."""
+        from shipyard.spec.job import JobSpec
+
+        with self._tx() as db:
+            row = db.execute("SELECT spec FROM jobs WHERE name=?", (name,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"no job named {name!r}")
+            spec = JobSpec.model_validate_json(row[0]).model_copy(update={"tags": tuple(tags)})
+            db.execute("UPDATE jobs SET spec=?, last_modified_time=? WHERE name=?",
+                       (spec.model_dump_json(), time.time(), name))
+
     def spec_version(self, name: str) -> int:
         """How many times the job's spec was updated (a cheap look for its controller)."""
         with self._read() as db:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from shipyard.control.describe import OWN, resource_config
-from shipyard.spec.tuning import CategoricalRange, ContinuousRange, TrainingDefinition, TuningSpec
+from shipyard.control.describe import OWN
+from shipyard.control.describe import definition as described
+from shipyard.spec.tuning import (OBJECTIVE_HYPERPARAMETER, CategoricalRange, ContinuousRange, TrainingDefinition,
+                                  TuningSpec)
 
 ARN_PREFIX = "arn:shipyard:sagemaker:local:000000000000:hyper-parameter-tuning-job/"
 
@@ -176,18 +178,16 @@ def describe(store, name: str) -> dict:
 
 
 def _definition(spec: TuningSpec, definition: TrainingDefinition) -> dict:
-    training = definition.training
+    training = described(definition.training)
+    training["AlgorithmSpecification"].pop("EnableSageMakerMetricsTimeSeries")   # a training job's only
     return {
         **({"DefinitionName": definition.name} if definition.name else {}),
         "TuningObjective": {"Type": spec.objective_type, "MetricName": definition.objective_metric_name},
         "HyperParameterRanges": _ranges(definition),
-        "StaticHyperParameters": dict(training.hyperparameters),
-        "AlgorithmSpecification": {"TrainingImage": None, "TrainingInputMode": training.input_mode,
-                                   "MetricDefinitions": [{"Name": m.name, "Regex": m.regex}
-                                                         for m in training.metric_definitions]},
-        "ResourceConfig": resource_config(training),
-        "OutputDataConfig": {"S3OutputPath": training.output_path},
-        "EnableManagedSpotTraining": training.use_spot_instances,
+        # with the objective's name, which the service adds to every trial (SageMaker's attach removes it)
+        "StaticHyperParameters": {**definition.training.hyperparameters,
+                                  OBJECTIVE_HYPERPARAMETER: definition.objective_metric_name},
+        **training,
     }
 
 

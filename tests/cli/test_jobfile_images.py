@@ -60,10 +60,17 @@ def test_an_algorithm_image_under_a_framework_estimator_names_the_framework(tmp_
     assert build_request(str(path), RunOptions(framework="none")).framework == "none"
 
 
-def test_an_image_with_an_entry_point_runs_the_script(tmp_path):
-    """SageMaker's algorithm images in script mode: the script runs, under the default framework."""
+def test_an_image_with_an_entry_point_runs_the_script_with_the_images_framework(tmp_path):
+    """SageMaker's algorithm images in script mode: the script runs under the image's framework (XGBoost's
+    script mode); a framework image (as SageMaker's SDK resolves it, any region) names its framework."""
     request = build_request(str(_write(tmp_path, XGBOOST + "entry_point: train.py\n")), RunOptions())
-    assert request.framework == "pytorch"
+    assert request.framework == "xgboost"
+    for uri, framework in (("763104351884.dkr.ecr.eu-west-1.amazonaws.com/tensorflow-training:2.13-cpu-py310",
+                            "tensorflow"),
+                           ("683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3",
+                            "sklearn")):
+        path = _write(tmp_path, f"image_uri: {uri}\nentry_point: train.py\n")
+        assert build_request(str(path), RunOptions()).framework == framework
 
 
 def test_an_unknown_image_is_an_error_naming_the_catalog(tmp_path):

@@ -36,6 +36,16 @@ def test_every_requirement_is_pinned_in_the_lock():
 
 
 @pytest.mark.slow
+def test_the_sagemaker_sdks_environment_is_locked_whole():
+    """.venv-sagemaker (the real SDK the tests drive as a client) is exactly its own lock: every package
+    pinned, the SDK among them at a v2 release."""
+    pins = _pins((ROOT / "requirements-sagemaker.lock").read_text())
+    assert pins["sagemaker"].startswith("2.") and {"boto3", "botocore"} <= set(pins)
+    wanted = {_name(line) for line in (ROOT / "requirements-sagemaker.in").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    assert wanted <= set(pins)
+
+
 def test_a_venv_from_another_lock_is_rebuilt(tmp_path):
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "setup.sh", tmp_path / "scripts")

@@ -1,0 +1,116 @@
+"""The real SageMaker Python SDK and boto3 (their own environment, .venv-sagemaker, as a notebook has them)
+against a real `shipyard server` on 127.0.0.1, S3 on moto's server. The notebooks under sagemaker_sdk/ are
+written as for SageMaker: they get only the environment `shipyard server` prints (endpoints, its keys, the
+region, the SDK's config file naming the default bucket). Each test checks what the SDK printed and returned
+against what shipyard recorded and ran."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from shipyard.store import Store
+from tests.conftest import Server
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SDK_PYTHON = ROOT / ".venv-sagemaker" / "bin" / "python"
+NOTEBOOKS = Path(__file__).parent / "sagemaker_sdk"
+SOURCE = NOTEBOOKS / "source"
+if not SDK_PYTHON.exists():
+    pytest.skip("no .venv-sagemaker: `make setup` makes it (the SageMaker SDK's own environment)",
+                allow_module_level=True)
+
+
+@pytest.fixture
+def server(home, s3, monkeypatch):
+    """`shipyard server` over the test's home and moto's S3; jobs through SageMaker's API may share this
+    machine's CPUs (two ml.m5.xlarge are 8 vCPUs)."""
+    monkeypatch.setenv("SHIPYARD_OVERSUBSCRIBE", "1")
+    running = Server(home)
+    yield running
+    running.stop()
+
+
+def notebook(server: Server, script: str, *args: str, **environment: str) -> tuple[dict, str]:
+    """Run a notebook with the SDK's Python and only what `shipyard server` says to set (and PATH, HOME);
+    its last line of output is JSON."""
+    info = json.loads(server.info_path.read_text())
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+           **info["environment"], **environment}
+    done = subprocess.run([str(SDK_PYTHON), str(NOTEBOOKS / script), *args], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=NOTEBOOKS)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), output
+
+
+def test_a_pytorch_notebook_fits_two_instances_with_logs_and_gets_its_model(home, s3, server):
+    result, output = notebook(server, "notebook_training.py", str(SOURCE))
+    name = result["job"]
+    assert result["status"] == "Completed" and result["instance_count"] == 2
+    # the SDK's request became the job shipyard ran: PyTorch's image, torch_distributed over both instances
+    store = Store(home)
+    spec = store.get_job(name).spec
+    assert (spec.framework, spec.framework_version, spec.py_version) == ("pytorch", "2.1", "py310")
+    assert spec.strategy == "torch_distributed" and spec.role == "arn:aws:iam::000000000000:role/SageMakerRole"
+    assert spec.source_uri.endswith(f"/{name}/source/sourcedir.tar.gz")   # the SDK's upload, fetched and unpacked
+    logs = {host: store.log_path(name, host).read_text().splitlines() for host in spec.hosts}
+    assert any("torch.distributed.run --nnodes 2 --nproc_per_node 1" in line for line in logs["algo-2"])
+    # fit(logs=True) printed every line of both hosts' logs (CloudWatch Logs' streams), each in its order
+    printed = output.splitlines()
+    for host, lines in logs.items():
+        # each line found after the one before it (the SDK prints the first right after its status line)
+        rest = iter(printed)
+        missing = next((line for line in lines if line.strip() and not any(p.endswith(line) for p in rest)), None)
+        assert missing is None, f"{host}: {missing!r} not printed in its place by fit(logs=True)"
+    assert "rank 0 of 2 on algo-1" in printed and "rank 1 of 2 on algo-2" in printed
+    # the model where describe says, downloaded by the SDK, and the weights it learned
+    assert result["model_data"] == f"s3://sagemaker-us-east-1-000000000000/{name}/output/model.tar.gz"
+    assert result["members"] == ["model.pt"] and result["attached_model_data"] == result["model_data"]
+    import torch
+
+    with tarfile.open(fileobj=io.BytesIO(s3.get(result["model_data"]))) as archive:
+        weights = torch.load(archive.extractfile("model.pt"), weights_only=True)["weight"]
+    assert torch.allclose(weights, torch.tensor([[1.5, -2.0, 0.5]]), atol=0.05)
+    # TrainingJobAnalytics read the metric through CloudWatch; attach rebuilt the estimator; ListTrainingJobs
+    assert result["metric_names"] == ["train:loss"] and result["metric_rows"] >= 1
+    assert result["attached_entry_point"] == "train.py" and result["listed"] == [name]
+
+
+def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(home, server):
+    result, _ = notebook(server, "notebook_tuning.py", str(SOURCE))
+    assert (result["status"], result["strategy"]) == ("Completed", "Random")
+    assert result["counters"]["Completed"] == 3 and len(result["rows"]) == 3
+    best = min(result["rows"], key=lambda row: row["FinalObjectiveValue"])
+    assert result["best_value"] == best["FinalObjectiveValue"] and result["attached_best"] == result["best"]
+    assert result["best_model"].endswith(f"/{result['best']}/output/model.tar.gz")
+    # each trial's script got the values the analytics show, within the ranges the SDK sent
+    from shipyard.store.tuning import TuningStore
+
+    store = Store(home)
+    trials = TuningStore(store).trials(result["tuning_job"])
+    sent = sorted((float(store.get_job(t.job).spec.hyperparameters["lr"]),
+                   int(store.get_job(t.job).spec.hyperparameters["epochs"])) for t in trials)
+    assert sent == sorted((row["lr"], int(row["epochs"])) for row in result["rows"])
+    assert all(0.001 <= lr <= 0.2 and 1 <= epochs <= 3 for lr, epochs in sent)
+    assert TuningStore(store).get(result["tuning_job"]).spec.strategy == "Random"
+
+
+def test_errors_reach_the_sdk_as_aws_errors(server):
+    result, _ = notebook(server, "notebook_errors.py", str(SOURCE))
+    assert result["unknown_image"]["code"] == "ValidationException"
+    assert "images.yaml" in result["unknown_image"]["message"]
+    assert result["missing_job"] == {"code": "ValidationException", "message": "Requested resource not found."}
+    assert result["kms_key"]["code"] == "ValidationException" and "KmsKeyId" in result["kms_key"]["message"]
+    assert result["jobs_after"] == []   # nothing was started by a refused request
+    info = json.loads(server.info_path.read_text())
+    wrong, _ = notebook(server, "notebook_errors.py", str(SOURCE), "--signature-only",
+                        AWS_SECRET_ACCESS_KEY=info["aws_secret_access_key"][:-1] + "x")
+    assert wrong["signature"]["code"] == "InvalidSignatureException"

@@ -2,6 +2,7 @@
 where the SDK raises it on AWS. Prints one JSON line: each case's code and message."""
 
 import json
+import os
 import sys
 
 import boto3
@@ -20,9 +21,10 @@ def refused(call) -> dict:
 
 session = sagemaker.Session()
 client = boto3.client("sagemaker")
-if "--signature-only" in sys.argv:   # the environment's secret key is wrong
-    print(json.dumps({"signature": refused(lambda: client.list_training_jobs())}))
-    sys.exit()
+secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+# a notebook whose secret key is not the server's: a session of its own with the key one character off
+wrong = sagemaker.Session(boto3.Session(aws_secret_access_key=secret[:-1] + ("x" if secret[-1] != "x" else "y"),
+                                        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"]))
 
 
 def estimator(**arguments):
@@ -36,5 +38,6 @@ print(json.dumps({
     "missing_job": refused(lambda: client.describe_training_job(TrainingJobName="no-such-job")),
     "kms_key": refused(lambda: estimator(framework_version="2.1", py_version="py310",
                                          output_kms_key="arn:aws:kms:us-east-1:000000000000:key/k").fit(wait=False)),
+    "signature": refused(lambda: wrong.describe_training_job("any")),
     "jobs_after": client.list_training_jobs()["TrainingJobSummaries"],
 }, default=str))

@@ -103,6 +103,22 @@ def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(home, serve
     assert TuningStore(store).get(result["tuning_job"]).spec.strategy == "Random"
 
 
+def test_a_builtin_xgboost_notebook_with_a_debugger_rule(home, s3, server):
+    result, output = notebook(server, "notebook_xgboost.py")
+    assert result["status"] == "Completed"
+    spec = Store(home).get_job(result["job"]).spec
+    assert spec.algorithm == "xgboost" and spec.hyperparameters["num_round"] == "30"   # as the SDK sent them
+    assert "[29]#011train-rmse:" in output   # the algorithm's own lines, streamed by fit(logs=True)
+    assert set(result["metrics"]) == {"train:rmse", "validation:rmse"} and result["metrics"]["validation:rmse"] < 1
+    assert result["rules"] == {"LossNotDecreasing": "NoIssuesFound"}   # the built-in rule, evaluated here
+    import xgboost
+
+    with tarfile.open(fileobj=io.BytesIO(s3.get(result["model_data"]))) as archive:
+        booster = xgboost.Booster()
+        booster.load_model(bytearray(archive.extractfile("xgboost-model").read()))
+    assert booster.num_boosted_rounds() == 30
+
+
 def test_errors_reach_the_sdk_as_aws_errors(server):
     result, _ = notebook(server, "notebook_errors.py", str(SOURCE))
     assert result["unknown_image"]["code"] == "ValidationException"

@@ -69,6 +69,17 @@ def events(store: Store, stream: str, **params) -> list[dict]:
         token = page["nextForwardToken"]
 
 
+def every_page(store: Store, operation: str, member: str, **params) -> list[dict]:
+    """`member`'s items over every page, following nextToken until a page has none."""
+    found, token = [], None
+    while True:
+        page = call(store, operation, **params, **({"nextToken": token} if token else {}))
+        found += page[member]
+        if "nextToken" not in page:
+            return found
+        token = page["nextToken"]
+
+
 def sdk_read(read_page, streams: list[str], positions: dict) -> list[tuple[str, str]]:
     """What sagemaker.session._flush_log_streams prints in one poll (sagemaker.logs.log_stream and its positions
     of (timestamp, skip)), as (stream, message); `read_page(stream, startTime, token)` is GetLogEvents."""
@@ -110,14 +121,8 @@ def test_streams_are_named_as_sagemaker_names_them_and_listed_by_prefix_order_an
     assert row["storedBytes"] == 0
     by_prefix = call(store, "DescribeLogStreams", logGroupName=GROUP, logStreamNamePrefix="train-a")["logStreams"]
     assert [s["logStreamName"].split("/")[0] for s in by_prefix] == [first, first, second]
-    pages, token = [], None
-    while True:
-        page = call(store, "DescribeLogStreams", logGroupIdentifier=GROUP, descending=True, limit=1,
-                    **({"nextToken": token} if token else {}))
-        pages += [s["logStreamName"] for s in page["logStreams"]]
-        if "nextToken" not in page:
-            break
-        token = page["nextToken"]
+    pages = [s["logStreamName"] for s in every_page(store, "DescribeLogStreams", "logStreams",
+                                                    logGroupIdentifier=GROUP, descending=True, limit=1)]
     assert pages == sorted(pages, reverse=True) and len(pages) == 4
     newest = call(store, "DescribeLogStreams", logGroupName=GROUP, orderBy="LastEventTime", descending=True)
     assert len(newest["logStreams"]) == 4
@@ -316,25 +321,13 @@ def test_filter_matches_plain_terms_across_streams_in_time_order_and_pages(store
     phrase = call(store, "FilterLogEvents", logGroupName=GROUP, filterPattern='"disk full" ERROR',
                   logStreamNames=[stream_name(store, job, "algo-1"), stream_name(store, job, "algo-9")])
     assert [e["message"] for e in phrase["events"]] == ["ERROR disk full"]
-    one_by_one, token = [], None
-    while True:
-        page = call(store, "FilterLogEvents", logGroupName=GROUP, logStreamNamePrefix=job, limit=1,
-                    **({"nextToken": token} if token else {}))
-        one_by_one += [e["message"] for e in page["events"]]
-        if "nextToken" not in page:
-            break
-        token = page["nextToken"]
+    one_by_one = [e["message"] for e in every_page(store, "FilterLogEvents", "events", logGroupName=GROUP,
+                                                   logStreamNamePrefix=job, limit=1)]
     assert one_by_one == ["step 0 loss=1.0", "noise", "step 0 loss=2.0", "step 1 loss=0.5", "ERROR disk full"]
     monkeypatch.setattr(logs, "SCAN_BYTES", 1)    # each call reads a page of each stream only
     monkeypatch.setattr(logs, "PAGE_BYTES", 16)   # a line or two
-    scanned, token = [], None
-    while True:
-        page = call(store, "FilterLogEvents", logGroupName=GROUP, logStreamNamePrefix=job,
-                    **({"nextToken": token} if token else {}))
-        scanned += [e["message"] for e in page["events"]]
-        if "nextToken" not in page:
-            break
-        token = page["nextToken"]
+    scanned = [e["message"] for e in every_page(store, "FilterLogEvents", "events", logGroupName=GROUP,
+                                                logStreamNamePrefix=job)]
     assert scanned == one_by_one
     for pattern, named in (("{ $.level = \"error\" }", "JSON"), ("[ip, user]", "space-delimited"),
                            ("%err.r%", "regular expressions"), ("?ERROR ?WARN", "optional"), ("-noise", "excluded")):

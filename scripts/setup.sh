@@ -124,16 +124,20 @@ if [ -n "$sdk_key" ] && [ ! -f "$SDK_VENV/.lock-$sdk_key" ]; then
     touch "$SDK_VENV/.lock-$sdk_key"
 fi
 
-# --- DeepSpeed's CPU communication op, built once here rather than by the first DeepSpeed job (torch
-# builds it on first use: about 1.5 min on 2 cores), into the cache every job's sandbox mounts
-# (backends/sandbox.py extension_cache), with the venv's ninja first on PATH as `make test` runs jobs (a
-# build by another ninja is not reused).
-ext_cache="${TORCH_EXTENSIONS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shipyard/torch_extensions}"
-if [ ! -f "$ext_cache/deepspeed_shm_comm/deepspeed_shm_comm.so" ] && compgen -G "$VENV/lib/python3*/site-packages/deepspeed" >/dev/null; then
+# --- DeepSpeed's CPU communication op, built here for this venv rather than by the first DeepSpeed job
+# (torch builds it on first use: about 1.5 min on 2 cores), into the cache every job's sandbox mounts
+# (backends/sandbox.py extension_cache), with the venv's ninja first on PATH as `make test` runs jobs. torch
+# rebuilds an op built from another venv's sources (or by another ninja), so the stamp is this venv's.
+if [ ! -f "$STAMP_DIR/deepspeed-op" ] && compgen -G "$VENV/lib/python3*/site-packages/deepspeed" >/dev/null; then
+    ext_cache="${TORCH_EXTENSIONS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shipyard/torch_extensions}"
     say "building DeepSpeed's CPU communication op into $ext_cache"
-    PATH="$PWD/$VENV/bin:$PATH" TORCH_EXTENSIONS_DIR="$ext_cache" "$VENV/bin/python" -c \
+    if PATH="$PWD/$VENV/bin:$PATH" TORCH_EXTENSIONS_DIR="$ext_cache" "$VENV/bin/python" -c \
         'from deepspeed.accelerator import get_accelerator; get_accelerator().create_op_builder("ShareMemCommBuilder").load()' \
-        >/dev/null 2>&1 || say "warning: could not build it now; the first DeepSpeed job will"
+        >/dev/null 2>&1; then
+        touch "$STAMP_DIR/deepspeed-op"
+    else
+        say "warning: could not build it now; the first DeepSpeed job will"
+    fi
 fi
 
 # shipyard's own bytecode, written here: where PYTHONDONTWRITEBYTECODE is set (as in some CI images) no

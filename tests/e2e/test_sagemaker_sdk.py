@@ -11,12 +11,13 @@ import json
 import os
 import subprocess
 import tarfile
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from shipyard.store import Store
-from tests.conftest import Server
+from tests.conftest import Server, clean_home
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,35 +29,74 @@ if not SDK_PYTHON.exists():
                 allow_module_level=True)
 
 
-@pytest.fixture
-def server(home, s3, monkeypatch):
-    """`shipyard server` over the test's home and moto's S3; jobs through SageMaker's API may share this
-    machine's CPUs (two ml.m5.xlarge are 8 vCPUs)."""
-    monkeypatch.setenv("SHIPYARD_OVERSUBSCRIBE", "1")
-    running = Server(home)
-    yield running
-    running.stop()
+NOTEBOOK_ARGS = {"notebook_training.py": [str(SOURCE)], "notebook_tuning.py": [str(SOURCE)],
+                 "notebook_xgboost.py": [], "notebook_errors.py": [str(SOURCE)]}
 
 
-def notebook(server: Server, script: str, *args: str) -> tuple[dict, str]:
-    """Run a notebook with the SDK's Python and only what `shipyard server` says to set (and PATH, HOME);
-    its last line of output is JSON."""
-    info = json.loads(server.info_path.read_text())
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
-           **info["environment"]}
-    done = subprocess.run([str(SDK_PYTHON), str(NOTEBOOKS / script), *args], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=NOTEBOOKS)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-6000:]
-    return json.loads(done.stdout.strip().splitlines()[-1]), output
+class Notebooks:
+    """Every notebook started at once against one server (most of their time is the SDK's polling), each
+    test waiting for its own. Each run gets only what `shipyard server` says to set (and PATH, HOME); its
+    last line of output is JSON."""
+
+    def __init__(self, home: Path, server: Server) -> None:
+        self.home, self.server, self.runs, self.outputs = home, server, {}, {}
+        info = json.loads(server.info_path.read_text())
+        env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"),
+               "SAGEMAKER_SUPPRESS_V2_WARNING": "1", **info["environment"]}
+        for script, args in NOTEBOOK_ARGS.items():
+            self.outputs[script] = home.parent / f"{script}.out"
+            with open(self.outputs[script], "w") as out:
+                self.runs[script] = subprocess.Popen([str(SDK_PYTHON), str(NOTEBOOKS / script), *args], env=env,
+                                                     stdout=out, stderr=subprocess.STDOUT, text=True, cwd=NOTEBOOKS)
+
+    def result(self, script: str) -> tuple[dict, str]:
+        code = self.runs[script].wait(timeout=600)
+        output = self.outputs[script].read_text()
+        assert code == 0, output[-6000:]
+        return json.loads(output.strip().splitlines()[-1]), output
+
+    def stop(self) -> None:
+        for run in self.runs.values():
+            run.kill()
+            run.wait()
 
 
-def test_a_pytorch_notebook_fits_two_instances_with_logs_and_gets_its_model(home, s3, server):
-    result, output = notebook(server, "notebook_training.py", str(SOURCE))
+@pytest.fixture(scope="module")
+def notebooks(tmp_path_factory, s3_server):
+    """`shipyard server` over a home of the module's and moto's S3; jobs through SageMaker's API may share
+    this machine's CPUs (two ml.m5.xlarge are 8 vCPUs)."""
+    home = tmp_path_factory.mktemp("sagemaker-sdk") / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+            patch.delenv(name, raising=False)
+        for name, value in (("SHIPYARD_HOME", str(home)), ("SHIPYARD_S3_ENDPOINT_URL", s3_server),
+                            ("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                            ("AWS_DEFAULT_REGION", "us-east-1"), ("SHIPYARD_OVERSUBSCRIBE", "1")):
+            patch.setenv(name, value)
+        server = Server(home)
+        running = Notebooks(home, server)
+        yield running
+        running.stop()
+        server.stop()
+        clean_home(home)
+    # as the s3 fixture leaves moto for the next test: no buckets
+    urllib.request.urlopen(urllib.request.Request(f"{s3_server}/moto-api/reset", method="POST")).close()
+
+
+def downloaded(uri: str) -> tarfile.TarFile:
+    import boto3
+
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    body = boto3.client("s3", endpoint_url=os.environ["SHIPYARD_S3_ENDPOINT_URL"]).get_object(Bucket=bucket, Key=key)
+    return tarfile.open(fileobj=io.BytesIO(body["Body"].read()))
+
+
+def test_a_pytorch_notebook_fits_two_instances_with_logs_and_gets_its_model(notebooks):
+    result, output = notebooks.result("notebook_training.py")
     name = result["job"]
     assert result["status"] == "Completed" and result["instance_count"] == 2
     # the SDK's request became the job shipyard ran: PyTorch's image, torch_distributed over both instances
-    store = Store(home)
+    store = Store(notebooks.home)
     spec = store.get_job(name).spec
     assert (spec.framework, spec.framework_version, spec.py_version) == ("pytorch", "2.1", "py310")
     assert spec.strategy == "torch_distributed" and spec.role == "arn:aws:iam::000000000000:role/SageMakerRole"
@@ -76,7 +116,7 @@ def test_a_pytorch_notebook_fits_two_instances_with_logs_and_gets_its_model(home
     assert result["members"] == ["model.pt"] and result["attached_model_data"] == result["model_data"]
     import torch
 
-    with tarfile.open(fileobj=io.BytesIO(s3.get(result["model_data"]))) as archive:
+    with downloaded(result["model_data"]) as archive:
         weights = torch.load(archive.extractfile("model.pt"), weights_only=True)["weight"]
     assert torch.allclose(weights, torch.tensor([[1.5, -2.0, 0.5]]), atol=0.05)
     # TrainingJobAnalytics read the metric through CloudWatch; attach rebuilt the estimator; ListTrainingJobs
@@ -84,8 +124,8 @@ def test_a_pytorch_notebook_fits_two_instances_with_logs_and_gets_its_model(home
     assert result["attached_entry_point"] == "train.py" and result["listed"] == [name]
 
 
-def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(home, server):
-    result, _ = notebook(server, "notebook_tuning.py", str(SOURCE))
+def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(notebooks):
+    result, _ = notebooks.result("notebook_tuning.py")
     assert (result["status"], result["strategy"]) == ("Completed", "Random")
     assert result["counters"]["Completed"] == 3 and len(result["rows"]) == 3
     best = min(result["rows"], key=lambda row: row["FinalObjectiveValue"])
@@ -94,7 +134,7 @@ def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(home, serve
     # each trial's script got the values the analytics show, within the ranges the SDK sent
     from shipyard.store.tuning import TuningStore
 
-    store = Store(home)
+    store = Store(notebooks.home)
     trials = TuningStore(store).trials(result["tuning_job"])
     sent = sorted((float(store.get_job(t.job).spec.hyperparameters["lr"]),
                    int(store.get_job(t.job).spec.hyperparameters["epochs"])) for t in trials)
@@ -103,27 +143,29 @@ def test_a_tuning_notebook_runs_random_search_and_finds_the_best_job(home, serve
     assert TuningStore(store).get(result["tuning_job"]).spec.strategy == "Random"
 
 
-def test_a_builtin_xgboost_notebook_with_a_debugger_rule(home, s3, server):
-    result, output = notebook(server, "notebook_xgboost.py")
+def test_a_builtin_xgboost_notebook_with_a_debugger_rule(notebooks):
+    result, output = notebooks.result("notebook_xgboost.py")
     assert result["status"] == "Completed"
-    spec = Store(home).get_job(result["job"]).spec
+    spec = Store(notebooks.home).get_job(result["job"]).spec
     assert spec.algorithm == "xgboost" and spec.hyperparameters["num_round"] == "30"   # as the SDK sent them
     assert "[29]#011train-rmse:" in output   # the algorithm's own lines, streamed by fit(logs=True)
     assert set(result["metrics"]) == {"train:rmse", "validation:rmse"} and result["metrics"]["validation:rmse"] < 1
     assert result["rules"] == {"LossNotDecreasing": "NoIssuesFound"}   # the built-in rule, evaluated here
     import xgboost
 
-    with tarfile.open(fileobj=io.BytesIO(s3.get(result["model_data"]))) as archive:
+    with downloaded(result["model_data"]) as archive:
         booster = xgboost.Booster()
         booster.load_model(bytearray(archive.extractfile("xgboost-model").read()))
     assert booster.num_boosted_rounds() == 30
 
 
-def test_errors_reach_the_sdk_as_aws_errors(server):
-    result, _ = notebook(server, "notebook_errors.py", str(SOURCE))
+def test_errors_reach_the_sdk_as_aws_errors(notebooks):
+    result, _ = notebooks.result("notebook_errors.py")
     assert result["unknown_image"]["code"] == "ValidationException"
     assert "images.yaml" in result["unknown_image"]["message"]
     assert result["missing_job"] == {"code": "ValidationException", "message": "Requested resource not found."}
     assert result["kms_key"]["code"] == "ValidationException" and "KmsKeyId" in result["kms_key"]["message"]
-    assert result["jobs_after"] == []   # nothing was started by a refused request
+    # nothing was recorded for a refused request
+    assert len(result["refused_jobs"]) == 2 and not set(result["refused_jobs"]) & set(result["listed"])
+    assert not any(Store(notebooks.home).exists(name) for name in result["refused_jobs"])
     assert result["signature"]["code"] == "InvalidSignatureException"

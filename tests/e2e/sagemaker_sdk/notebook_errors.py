@@ -11,12 +11,22 @@ from botocore.exceptions import ClientError
 from sagemaker.pytorch import PyTorch
 
 
+names = []   # the jobs the refused requests would have made
+
+
 def refused(call) -> dict:
     try:
         call()
     except ClientError as error:
         return {"code": error.response["Error"]["Code"], "message": error.response["Error"]["Message"]}
     raise AssertionError("not refused")
+
+
+def fit(estimator) -> None:
+    try:
+        estimator.fit(wait=False)
+    finally:
+        names.append(estimator._current_job_name)
 
 
 session = sagemaker.Session()
@@ -33,11 +43,12 @@ def estimator(**arguments):
 
 
 print(json.dumps({
-    "unknown_image": refused(lambda: estimator(image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/team/"
-                                                         "custom-trainer:7").fit(wait=False)),
+    "unknown_image": refused(lambda: fit(estimator(image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/team/"
+                                                             "custom-trainer:7"))),
     "missing_job": refused(lambda: client.describe_training_job(TrainingJobName="no-such-job")),
-    "kms_key": refused(lambda: estimator(framework_version="2.1", py_version="py310",
-                                         output_kms_key="arn:aws:kms:us-east-1:000000000000:key/k").fit(wait=False)),
+    "kms_key": refused(lambda: fit(estimator(framework_version="2.1", py_version="py310",
+                                             output_kms_key="arn:aws:kms:us-east-1:000000000000:key/k"))),
     "signature": refused(lambda: wrong.describe_training_job("any")),
-    "jobs_after": client.list_training_jobs()["TrainingJobSummaries"],
+    "refused_jobs": names,
+    "listed": [j["TrainingJobName"] for j in client.list_training_jobs()["TrainingJobSummaries"]],
 }, default=str))

@@ -34,7 +34,7 @@ estimator = PyTorch(
     image_uri=image_uris.retrieve("pytorch", region, version="2.1", py_version="py310",
                                   instance_type="ml.m5.xlarge", image_scope="training"),
     instance_count=2, instance_type="ml.m5.xlarge", distribution={"torch_distributed": {"enabled": True}},
-    hyperparameters={"epochs": 3, "lr": 0.1}, sagemaker_session=session,
+    hyperparameters={"epochs": 3, "lr": 0.1}, sagemaker_session=session, base_job_name="sdk-ddp",
     metric_definitions=[{"Name": "train:loss", "Regex": r"loss=([0-9.]+)"}],
 )
 estimator.fit({"train": train}, logs=True)
@@ -48,7 +48,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 metrics = estimator.training_job_analytics.dataframe()   # every metric the job defines, from CloudWatch
 attached = PyTorch.attach(name, sagemaker_session=session)
-listed = [j["TrainingJobName"] for j in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+listed = [j["TrainingJobName"] for j in boto3.client("sagemaker").list_training_jobs(
+    NameContains="sdk-ddp")["TrainingJobSummaries"]]
 print(json.dumps({
     "job": name, "status": description["TrainingJobStatus"], "model_data": estimator.model_data,
     "members": members, "hyperparameters": description["HyperParameters"],

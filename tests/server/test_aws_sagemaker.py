@@ -118,6 +118,18 @@ def test_list_filters_sorts_and_pages_as_sagemaker(store):
     by_name = call(store, "ListTrainingJobs", SortBy="Name", SortOrder="Ascending", NameContains="job-")
     assert [s["TrainingJobName"] for s in by_name["TrainingJobSummaries"]] == names
     assert call(store, "ListTrainingJobs", StatusEquals="InProgress")["TrainingJobSummaries"] == []
+    created = [store.get_job(name).creation_time for name in names]
+    between = [(a + b) / 2 for a, b in zip(created, created[1:])]
+    after = call(store, "ListTrainingJobs", CreationTimeAfter=_at(between[0]), SortOrder="Ascending")
+    assert [s["TrainingJobName"] for s in after["TrainingJobSummaries"]] == names[1:]
+    before = call(store, "ListTrainingJobs", CreationTimeBefore=_at(between[1]), LastModifiedTimeAfter=_at(0))
+    assert [s["TrainingJobName"] for s in before["TrainingJobSummaries"]] == names[1::-1]
+
+
+def _at(ts: float):
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)   # as the protocol hands timestamps over
 
 
 def test_tags_are_added_listed_and_deleted_on_a_training_job(store):

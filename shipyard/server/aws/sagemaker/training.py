@@ -26,12 +26,12 @@ def job_fields(request: dict, name: str) -> dict[str, Any]:
     TrainingJobDefinition, whose resources may be HyperParameterTuningResourceConfig)."""
     from shipyard.spec.images import runs
 
-    _refuse(request, "AlgorithmSpecification.AlgorithmName", request["AlgorithmSpecification"].get("AlgorithmName"),
+    _refuse("AlgorithmSpecification.AlgorithmName", request["AlgorithmSpecification"].get("AlgorithmName"),
             "algorithm resources are not kept here; give the TrainingImage (image_uris.retrieve)")
     for member in ("RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig", "ModelPackageConfig",
                    "ServerlessJobConfig"):
-        _refuse(request, member, request.get(member), "not built in shipyard; remove it")
-    _refuse(request, "OutputDataConfig.KmsKeyId", request["OutputDataConfig"].get("KmsKeyId"),
+        _refuse(member, request.get(member), "not built in shipyard; remove it")
+    _refuse("OutputDataConfig.KmsKeyId", request["OutputDataConfig"].get("KmsKeyId"),
             "artifacts are not encrypted with KMS keys here; remove it (protect the S3 store instead)")
     algorithm = request["AlgorithmSpecification"]
     image_uri = algorithm.get("TrainingImage")
@@ -73,7 +73,7 @@ def job_fields(request: dict, name: str) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def _refuse(request: dict, member: str, value: Any, fix: str) -> None:
+def _refuse(member: str, value: Any, fix: str) -> None:
     if value:
         raise AwsError("ValidationException", f"{member}: {fix}")
 
@@ -147,7 +147,7 @@ def _profiler(config: dict | None, name: str) -> dict | None:
 
     if config is None:
         return None
-    _refuse(config, "ProfilerConfig.ProfilingParameters", config.get("ProfilingParameters"),
+    _refuse("ProfilerConfig.ProfilingParameters", config.get("ProfilingParameters"),
             "framework profiling is configured through shipyard's SDK (FrameworkProfile), not built for this API yet")
     return {"s3_output_path": join(config["S3OutputPath"], name, "profiler-output") if config.get("S3OutputPath")
             else None, "system_monitor_interval_millis": config.get("ProfilingIntervalInMilliseconds"),
@@ -238,13 +238,15 @@ def list_training_jobs(call: Call, request: dict) -> dict:
 
 
 def _in_window(record, request: dict) -> bool:
-    created, modified = record.creation_time, record.last_modified_time
-    return all(bound is None or test for bound, test in (
-        (request.get("CreationTimeAfter"), lambda: created > request["CreationTimeAfter"].timestamp()),
-        (request.get("CreationTimeBefore"), lambda: created < request["CreationTimeBefore"].timestamp()),
-        (request.get("LastModifiedTimeAfter"), lambda: modified > request["LastModifiedTimeAfter"].timestamp()),
-        (request.get("LastModifiedTimeBefore"), lambda: modified < request["LastModifiedTimeBefore"].timestamp()),
-    ) if bound is None or test())
+    """Within CreationTimeAfter/Before and LastModifiedTimeAfter/Before, those given (bounds excluded)."""
+    for member, value, later in (("CreationTimeAfter", record.creation_time, True),
+                                 ("CreationTimeBefore", record.creation_time, False),
+                                 ("LastModifiedTimeAfter", record.last_modified_time, True),
+                                 ("LastModifiedTimeBefore", record.last_modified_time, False)):
+        bound = request.get(member)
+        if bound is not None and not (value > bound.timestamp() if later else value < bound.timestamp()):
+            return False
+    return True
 
 
 def _page(request: dict) -> tuple[int, int]:
@@ -283,7 +285,7 @@ def update_training_job(call: Call, request: dict) -> dict:
 
     name = request["TrainingJobName"]
     _record(call, name)
-    _refuse(request, "RemoteDebugConfig", request.get("RemoteDebugConfig"), "not built in shipyard; remove it")
+    _refuse("RemoteDebugConfig", request.get("RemoteDebugConfig"), "not built in shipyard; remove it")
     keep_alive = (request.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
     if keep_alive is not None:
         try:

@@ -174,6 +174,9 @@ def test_the_tuners_request_is_the_tuning_job_shipyard_runs_and_describes(store)
     (lambda r: r["AlgorithmSpecification"].update(AlgorithmName="my-algorithm", TrainingImage=None),
      "ValidationException", "AlgorithmSpecification.AlgorithmName"),
     (lambda r: r.update(RemoteDebugConfig={"EnableRemoteDebug": True}), "ValidationException", "RemoteDebugConfig"),
+    (lambda r: r.update(EnableNetworkIsolation=True), "ValidationException", "EnableNetworkIsolation"),
+    (lambda r: r["AlgorithmSpecification"].update(ContainerEntrypoint=["python"]), "ValidationException",
+     "AlgorithmSpecification.ContainerEntrypoint"),
     (lambda r: r["ProfilerConfig"].update(ProfilingParameters={"DataloaderProfilingConfig": "{}"}),
      "ValidationException", "ProfilingParameters"),
 ])

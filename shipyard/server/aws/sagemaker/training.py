@@ -5,6 +5,7 @@ API name, never dropped."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from shipyard.server.aws.protocol import ACCOUNT, AwsError, Call
@@ -14,6 +15,11 @@ ARN = "arn:aws:sagemaker:{region}:" + ACCOUNT + ":training-job/{name}"
 # DescribeTrainingJob members shipyard keeps beside SageMaker's (its own fields, the tags ListTags returns).
 NOT_SAGEMAKERS = ("Shipyard", "Tags")
 MAX_RESULTS = 100
+# Members of a training request shipyard does not do, refused by name when given (a False flag is not given).
+NOT_BUILT = ("RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig", "ModelPackageConfig",
+             "ServerlessJobConfig", "MlflowConfig", "ExperimentConfig", "EnableNetworkIsolation",
+             "EnableInterContainerTrafficEncryption")
+NOT_BUILT_IMAGE = ("ContainerEntrypoint", "ContainerArguments", "TrainingImageConfig")
 
 
 def arn(call: Call, name: str) -> str:
@@ -28,9 +34,11 @@ def job_fields(request: dict, name: str) -> dict[str, Any]:
 
     _refuse("AlgorithmSpecification.AlgorithmName", request["AlgorithmSpecification"].get("AlgorithmName"),
             "algorithm resources are not kept here; give the TrainingImage (image_uris.retrieve)")
-    for member in ("RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig", "ModelPackageConfig",
-                   "ServerlessJobConfig"):
+    for member in NOT_BUILT:
         _refuse(member, request.get(member), "not built in shipyard; remove it")
+    for member in NOT_BUILT_IMAGE:
+        _refuse(f"AlgorithmSpecification.{member}", request["AlgorithmSpecification"].get(member),
+                "shipyard runs what the image is known to hold, not the image itself; remove it")
     _refuse("OutputDataConfig.KmsKeyId", request["OutputDataConfig"].get("KmsKeyId"),
             "artifacts are not encrypted with KMS keys here; remove it (protect the S3 store instead)")
     algorithm = request["AlgorithmSpecification"]
@@ -206,8 +214,9 @@ def describe_training_job(call: Call, request: dict) -> dict:
 
 
 def list_training_jobs(call: Call, request: dict) -> dict:
-    from shipyard.control.describe import billed
     from shipyard.control.billing import prices
+    from shipyard.control.describe import billed
+    from shipyard.control.reconcile import reconcile
     from shipyard.spec.statuses import status_named
 
     status = request.get("StatusEquals")
@@ -218,23 +227,26 @@ def list_training_jobs(call: Call, request: dict) -> dict:
     key = {"Name": lambda r: r.name, "Status": lambda r: r.status}.get(request.get("SortBy"),
                                                                         lambda r: r.creation_time)
     records.sort(key=key, reverse=request.get("SortOrder", "Descending") == "Descending")
-    start, size = _page(request)
-    page = records[start:start + size]
-    priced, summaries = prices(), []
-    for record in page:
-        summary = {"TrainingJobName": record.name, "TrainingJobArn": arn(call, record.name),
-                   "CreationTime": _time(record.creation_time), "TrainingEndTime": _time(record.training_end_time),
-                   "LastModifiedTime": _time(record.last_modified_time), "TrainingJobStatus": record.status,
-                   "SecondaryStatus": record.secondary_status}
+    priced = prices()
+
+    def summary(record) -> dict:
+        record = record if record.terminal else reconcile(call.store, record.name)   # a controller may have died
+        row = {"TrainingJobName": record.name, "TrainingJobArn": arn(call, record.name),
+               "CreationTime": _time(record.creation_time), "TrainingEndTime": _time(record.training_end_time),
+               "LastModifiedTime": _time(record.last_modified_time), "TrainingJobStatus": record.status,
+               "SecondaryStatus": record.secondary_status}
         _, pool = billed(call.store, record, call.store.attempts(record.name), priced)
-        if pool:
-            summary["WarmPoolStatus"] = pool["status"]
-        summaries.append(summary)
+        return {**row, "WarmPoolStatus": pool["status"]} if pool else row
+
+    start, size = _page(request)
     wanted = request.get("WarmPoolStatusEquals")
-    if wanted:
-        summaries = [s for s in summaries if s.get("WarmPoolStatus", {}).get("Status") == wanted]
-    more = start + size < len(records)
-    return {"TrainingJobSummaries": summaries, **({"NextToken": str(start + size)} if more else {})}
+    if wanted:   # every job's pool is read then; otherwise only the page's
+        rows = [row for row in map(summary, records) if row.get("WarmPoolStatus", {}).get("Status") == wanted]
+        total, page = len(rows), rows[start:start + size]
+    else:
+        total, page = len(records), [summary(record) for record in records[start:start + size]]
+    more = start + size < total
+    return {"TrainingJobSummaries": page, **({"NextToken": str(start + size)} if more else {})}
 
 
 def _in_window(record, request: dict) -> bool:
@@ -256,10 +268,8 @@ def _page(request: dict) -> tuple[int, int]:
     return int(token), min(int(request.get("MaxResults") or MAX_RESULTS), MAX_RESULTS)
 
 
-def _time(ts: float | None):
-    from shipyard.control.describe import _time as as_datetime
-
-    return as_datetime(ts)
+def _time(ts: float | None) -> datetime.datetime | None:
+    return None if ts is None else datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
 
 
 def stop_training_job(call: Call, request: dict) -> dict:

@@ -207,9 +207,6 @@ def describe_training_job(call: Call, request: dict) -> dict:
     for key in NOT_SAGEMAKERS:
         description.pop(key, None)
     description["TrainingJobArn"] = arn(call, description["TrainingJobName"])
-    for rules in ("DebugRuleConfigurations", "ProfilerRuleConfigurations"):
-        for rule in description.get(rules, ()):
-            rule.pop("VolumeSizeInGB", None)   # 0 there: nothing is allocated for a rule here
     return description
 
 

@@ -44,15 +44,17 @@ class Notebooks:
         env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"),
                "SAGEMAKER_SUPPRESS_V2_WARNING": "1", **info["environment"]}
         for script, args in NOTEBOOK_ARGS.items():
+            # what the notebook prints (the SDK prints the job's log lines there) apart from what it logs: a
+            # file both write to could hold a line cut by the other's write
             self.outputs[script] = home.parent / f"{script}.out"
-            with open(self.outputs[script], "w") as out:
+            with open(self.outputs[script], "w") as out, open(f"{self.outputs[script]}.err", "w") as err:
                 self.runs[script] = subprocess.Popen([str(SDK_PYTHON), str(NOTEBOOKS / script), *args], env=env,
-                                                     stdout=out, stderr=subprocess.STDOUT, text=True, cwd=NOTEBOOKS)
+                                                     stdout=out, stderr=err, text=True, cwd=NOTEBOOKS)
 
     def result(self, script: str) -> tuple[dict, str]:
         code = self.runs[script].wait(timeout=600)
         output = self.outputs[script].read_text()
-        assert code == 0, output[-6000:]
+        assert code == 0, (output + Path(f"{self.outputs[script]}.err").read_text())[-6000:]
         return json.loads(output.strip().splitlines()[-1]), output
 
     def stop(self) -> None:

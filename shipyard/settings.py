@@ -58,6 +58,18 @@ def default_oversubscribe() -> bool:
     return _flag("SHIPYARD_OVERSUBSCRIBE")
 
 
+def fastfile_mount() -> str:
+    """SHIPYARD_FASTFILE (default auto): what serves FastFile channels. `auto`: the kernel's lazy files where
+    the agent may make a fanotify group and the disk takes pre-content events, else rclone; `rclone`:
+    rclone's mount always (runtime/fastfile.py)."""
+    value = os.environ.get("SHIPYARD_FASTFILE", "").strip() or "auto"
+    if value not in ("auto", "rclone"):
+        from shipyard.errors import ValidationError
+
+        raise ValidationError("SHIPYARD_FASTFILE", value, "must be auto or rclone")
+    return value
+
+
 def ray_address() -> str:
     """The Ray cluster to run on: SHIPYARD_RAY_ADDRESS, else RAY_ADDRESS, else "auto" (a cluster started
     on this machine with `ray start --head`)."""

@@ -107,10 +107,12 @@ class ChannelFailed(ShipyardError):
 
 
 class Agent:
-    def __init__(self, config: AgentConfig, mounts: list | Exception | None = None) -> None:
+    def __init__(self, config: AgentConfig, mounts: list | Exception | None = None,
+                 sealed: dict | None = None) -> None:
         self.config = config
         # FastFile channels' mounts: a warm instance's are made before it starts (or why they could not be).
         self.mounts = mounts or []
+        self.sealed = sealed   # and its channels that lazy files serve (fastfile.seal), None: not looked at yet
         self.streams: list = []      # Pipe channels' streams
         self.channel_error: str | None = None
         self.layout = Layout(Path(config.base))
@@ -222,15 +224,19 @@ class Agent:
         if isinstance(self.mounts, Exception):
             error, self.mounts = self.mounts, []
             raise error
-        if not self.mounts:
-            self.mounts = fastfile.mount_channels(self.config, self.log_fd)
+        if self.sealed is None:
+            self.sealed = fastfile.seal(self.config)
+            self.mounts = fastfile.mount_channels(self.config, self.log_fd, self.sealed, on_error=self._channel_failed)
+        else:   # a warm instance's job: its rclone mounts are made, its lazy files are not
+            self.mounts += fastfile.mount_channels(self.config, self.log_fd, self.sealed, lazy=True,
+                                                   on_error=self._channel_failed)
         for channel in self.config.channels:
             if channel.file_system_type and not self.config.sandboxed:
                 link = self.layout.channel_dir(channel.name)
                 link.rmdir()
                 link.symlink_to(channel.uri, target_is_directory=True)
         for mount in self.mounts:
-            self.say(f"channel {mount.plan.channel}: mounted (FastFile)")
+            self.say(f"channel {mount.channel}: mounted (FastFile, {mount.kind})")
 
     def _start_streams(self) -> None:
         from shipyard.runtime import pipe

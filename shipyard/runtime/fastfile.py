@@ -1,14 +1,17 @@
-"""FastFile mode: /opt/ml/input/data/<channel> as a read-only mount of the channel's objects, whose bytes are
-fetched on first read, so the script starts before any object body is downloaded.
+"""FastFile mode: /opt/ml/input/data/<channel> as a read-only view of the channel's objects, whose bytes are
+fetched on first read, so the script starts before any object body is downloaded. Two things serve it:
 
-The mount is rclone's VFS (`rclone mount`, Debian's package), chosen over s3fs-fuse and fsspec's FUSE by
-measurement (docs/input-modes.md, benchmarks/fastfile_mounts.py): it reads ahead on sequential reads, keeps
-what it read in a bounded cache on the instance's disk (a second epoch reads local bytes), lists lazily
-(start-up grows with the objects a script lists, not their size), and speaks S3 and local paths.
+- the kernel's lazy files (runtime/lazyfiles.py), where the agent may make a fanotify group (root) and its
+  disk takes pre-content events (Linux 6.14+ on ext4, xfs, btrfs): real files on the instance's disk, read
+  at local speed once fetched;
+- rclone's VFS mount (`rclone mount`, Debian's package) everywhere else, chosen over s3fs-fuse and fsspec's
+  FUSE by measurement (docs/input-modes.md, benchmarks/fastfile_mounts.py): it reads ahead, keeps what it
+  read in a bounded cache on the instance's disk, and lists lazily.
 
-The mount lives in the instance's own mount namespace (its sandbox's, or the agent's own when there is no
+Either lives in the instance's own mount namespace (its sandbox's, or the agent's own when there is no
 sandbox), so it is gone with the instance's last process, also when the agent is killed; rclone itself
-gets SIGKILL when the process that started it dies."""
+gets SIGKILL when the process that started it dies. `seal()` needs CAP_SYS_ADMIN and no thread: a warm
+instance's job calls it before it drops its capabilities, and mounts its rclone channels then too."""
 
 from __future__ import annotations
 
@@ -115,6 +118,8 @@ def _mounted(mountpoint: Path) -> bool:
 class Mount:
     """A running rclone mount."""
 
+    kind = "rclone"
+
     def __init__(self, plan: MountPlan, log_fd: int) -> None:
         self.plan = plan
         plan.mountpoint.mkdir(parents=True, exist_ok=True)
@@ -135,6 +140,10 @@ class Mount:
                 raise MountError(f"channel {plan.channel}: not mounted after {MOUNT_SECONDS:.0f}s")
             time.sleep(0.01)
 
+    @property
+    def channel(self) -> str:
+        return self.plan.channel
+
     def stop(self) -> None:
         """Unmount (rclone does on SIGTERM) and end rclone; a mount left busy is detached."""
         if self.process.poll() is None:
@@ -154,22 +163,95 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
 
 
-def mount_channels(config, log_fd: int) -> list[Mount]:
+Sealed = dict[str, tuple[int, int]]   # {channel: (fanotify group, O_PATH descriptor beneath its view)}
+
+
+def seal(config) -> Sealed:
+    """The FastFile channels of `config` (an AgentConfig) that lazy files serve here, each directory bound
+    read-only over itself already; {} when none can be (SHIPYARD_FASTFILE=rclone, no CAP_SYS_ADMIN, an old
+    kernel, a file system without pre-content events). Needs CAP_SYS_ADMIN and a single thread."""
+    from shipyard import settings
+    from shipyard.contract.layout import Layout
+    from shipyard.runtime import lazyfiles, namespace
+
+    names = [c.name for c in config.channels if c.input_mode == "FastFile"]
+    if not names or settings.fastfile_mount() == "rclone":
+        return {}
+    layout = Layout(Path(config.base))
+    directories = {name: layout.channel_dir(name) for name in names}
+    for directory in directories.values():
+        directory.mkdir(parents=True, exist_ok=True)
+    sealed: Sealed = {}
+    try:
+        for name, directory in directories.items():
+            group = lazyfiles.new_group()   # one per channel: each channel's listener reads its own events
+            if group is None:
+                raise OSError("a fanotify group needs CAP_SYS_ADMIN")
+            sealed[name] = (group, namespace.read_only_over(directory))
+            lazyfiles.watch(group, directory)
+    except OSError:   # no group, mount or pre-content events here: rclone's turn (it says what it needs)
+        for name, (group, beneath) in sealed.items():
+            namespace.unmount(directories[name])
+            os.close(beneath)
+            os.close(group)
+        if group is not None and name not in sealed:
+            os.close(group)
+        return {}
+    return sealed
+
+
+class LazyMount:
+    """A FastFile channel served as lazy files (runtime/lazyfiles.py)."""
+
+    kind = "lazy files"
+
+    def __init__(self, channel, group: int, beneath: int, share, on_error) -> None:
+        from shipyard.runtime import lazyfiles
+        from shipyard.storage import transfer
+
+        self.channel = channel.name
+        fs, root, single, objects = transfer.listing(channel.uri)
+        if single:   # the URI names one object: its folder is the prefix
+            root = root.rsplit("/", 1)[0]
+        keys = share(list(objects))
+        if keys is not None:
+            objects = {key: objects[key] for key in keys}
+        cache_mb = int(os.environ.get("SHIPYARD_FASTFILE_CACHE_MB") or CACHE_MB)
+        self.objects, self.size = len(objects), sum(size for size, _ in objects.values())
+        self.served = lazyfiles.LazyChannel(group, channel.name, beneath, fs, root, objects,
+                                            cache_bytes=cache_mb << 20, on_error=on_error)
+
+    def stop(self) -> None:
+        self.served.stop()
+
+
+def mount_channels(config, log_fd: int, sealed: Sealed | None = None, *, lazy: bool | None = None,
+                   on_error=None) -> list:
     """Mount every FastFile channel of `config` (an AgentConfig) at its /opt/ml/input/data/<channel>, this
-    host's shard only under ShardedByS3Key. A mount that fails unmounts those made before it."""
+    host's shard only under ShardedByS3Key: as lazy files those `sealed` names, with rclone the others
+    (`lazy`: only the one kind). A mount that fails unmounts those made before it. `on_error(message)`:
+    a lazy channel's object could not be read."""
     from shipyard.contract.layout import Layout
     from shipyard.runtime.pipe import epoch_items
 
+    sealed = sealed or {}
     layout, mounts = Layout(Path(config.base)), []
     try:
         for channel in config.channels:
-            if channel.input_mode != "FastFile":
+            if channel.input_mode != "FastFile" or lazy is not None and lazy != (channel.name in sealed):
                 continue
-            keys = None
-            if channel.distribution == "ShardedByS3Key":
-                # The keys File mode would copy (and Pipe mode's first epoch deal) to this host.
-                keys = epoch_items(list_keys(channel), 0, channel.shuffle_seed, *config.share(channel),
-                                   sharded=True)
+
+            def share(keys: list[str], channel=channel) -> list[str] | None:
+                """This host's keys: under ShardedByS3Key those File mode would copy (and Pipe mode's
+                first epoch deal) here; None: all."""
+                if channel.distribution != "ShardedByS3Key":
+                    return None
+                return epoch_items(keys, 0, channel.shuffle_seed, *config.share(channel), sharded=True)
+
+            if channel.name in sealed:
+                mounts.append(LazyMount(channel, *sealed[channel.name], share, on_error or (lambda message: None)))
+                continue
+            keys = share(list_keys(channel))
             cache = Path(config.instance_dir) / "fastfile" / channel.name
             cache.mkdir(parents=True, exist_ok=True)
             mounts.append(Mount(plan(channel, layout.channel_dir(channel.name), cache, keys), log_fd))

@@ -85,7 +85,20 @@ def enter(mounts: list[list[str]]) -> None:
         _mount(str(origin), target, None, _MS_BIND | _MS_REC)
         if kind.startswith("ro-"):
             _mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    _check(_libc.umount2(str(HOST_VIEW).encode(), _MNT_DETACH), f"umount {HOST_VIEW}")
+    unmount(HOST_VIEW)
+
+
+def read_only_over(path: Path) -> int:
+    """Bind `path` read-only over itself, in this process's mount namespace; returns an O_PATH descriptor of
+    the writable directory beneath, through which this process alone can still write there."""
+    beneath = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    _mount(str(path), str(path), None, _MS_BIND)
+    _mount(None, str(path), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    return beneath
+
+
+def unmount(path: Path) -> None:
+    _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"umount {path}")
 
 
 def drop_capabilities() -> None:

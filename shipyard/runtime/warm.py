@@ -100,8 +100,11 @@ def _run_job(request: dict) -> None:
         os.dup2(log, 2)
         os.close(log)
         config = AgentConfig.read(Path(request["config"]))
-        try:   # FUSE mounts need the capability about to go; a failure is the agent's to report
-            mounts = fastfile.mount_channels(config, 1)
+        # Lazy files' group and read-only views, and FUSE mounts, need the capability about to go; a failure
+        # is the agent's to report. Lazy files start serving in the agent (threads: after the zygote forks).
+        sealed = fastfile.seal(config)
+        try:
+            mounts = fastfile.mount_channels(config, 1, sealed, lazy=False)
         except fastfile.MountError as exc:
             mounts = exc
         namespace.drop_capabilities()
@@ -117,7 +120,7 @@ def _run_job(request: dict) -> None:
             os.environ[zygote.ENV_SOCKET] = request["instance_dir"]
         from shipyard.runtime.agent import Agent
 
-        code = Agent(config, mounts).run()
+        code = Agent(config, mounts, sealed).run()
     except BaseException:
         traceback.print_exc()
     finally:

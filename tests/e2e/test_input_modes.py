@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,11 +16,17 @@ import pytest
 
 from shipyard import Estimator
 from shipyard.inputs import FileSystemInput, ShuffleConfig, TrainingInput
+from shipyard.runtime import lazyfiles
 from shipyard.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 SCRIPTS = Path(__file__).parent / "scripts"
 MB = 1024 * 1024
+# What serves FastFile here by default (runtime/fastfile.py): lazy files where this root process may watch
+# the disk jobs live on (Linux 6.14+ on ext4, xfs or btrfs), else rclone.
+LAZY_PROBLEM = lazyfiles.problem(Path(tempfile.gettempdir()))
+KIND = "rclone" if LAZY_PROBLEM else "lazy files"
+needs_lazy = pytest.mark.skipif(LAZY_PROBLEM is not None, reason=f"lazy files cannot serve here: {LAZY_PROBLEM}")
 
 
 def _estimator(**kwargs) -> Estimator:
@@ -72,8 +79,9 @@ def test_fastfile_starts_before_any_body_is_fetched_and_shards_by_key(home, s3_p
     for host, report in reports.items():
         seen = report["channels"]["big"]
         assert seen["files"] == {"blob.bin": {"size": len(big), "sha256": _sha(big[:4096])}}
-        assert seen["mount"]["type"] == "fuse.rclone" and seen["mount"]["read_only"]
-        assert seen["write"] == "Read-only file system"
+        assert seen["mount"]["read_only"] and seen["write"] == "Read-only file system"
+        assert (seen["mount"]["type"] == "fuse.rclone") == (KIND == "rclone")
+        assert f"channel big: mounted (FastFile, {KIND})" in store.log_path(name, host).read_text()
         assert report["config"]["big"]["TrainingInputMode"] == "FastFile"
     # Reading 4 KiB of a 64 MiB object fetched a read-ahead window on each host, not the object.
     assert 0 < s3_proxy.sent["fastfile/big/blob.bin"] < len(big) * 2 * 0.8
@@ -192,9 +200,12 @@ def _rclones(job_dir: Path) -> list:
     return found
 
 
-def test_fastfile_mount_goes_with_a_killed_agent(home, tmp_path, wait_for_line):
+@pytest.mark.parametrize("kind", ["rclone", pytest.param("lazy files", marks=needs_lazy)])
+def test_fastfile_mount_goes_with_a_killed_agent(kind, home, tmp_path, wait_for_line, monkeypatch):
     import psutil
 
+    if kind == "rclone":
+        monkeypatch.setenv("SHIPYARD_FASTFILE", "rclone")
     data = tmp_path / "data"
     data.mkdir()
     (data / "x.bin").write_bytes(os.urandom(1024))
@@ -202,8 +213,10 @@ def test_fastfile_mount_goes_with_a_killed_agent(home, tmp_path, wait_for_line):
     est.fit({"train": str(data)}, wait=False)
     store, name = Store(), est.latest_training_job.name
     wait_for_line(store.log_path(name, "algo-1"), "probe: holding /opt/ml/input/data/train/x.bin")
+    assert f"channel train: mounted (FastFile, {kind})" in store.log_path(name, "algo-1").read_text()
     job_dir = store.job_dir(name)
-    assert len(_rclones(job_dir)) == 1   # the mount is there, served by rclone, while the script reads it
+    # the mount is there, served by rclone (or by the agent itself), while the script reads it
+    assert len(_rclones(job_dir)) == (kind == "rclone")
     agents = [p for p in psutil.process_iter(["cmdline"]) if (command := p.info["cmdline"] or [])
               and "bwrap" not in command[0] and "shipyard.runtime.agent" in command
               and any(str(job_dir) in part for part in command)]
@@ -215,6 +228,9 @@ def test_fastfile_mount_goes_with_a_killed_agent(home, tmp_path, wait_for_line):
     assert est.latest_training_job.describe()["TrainingJobStatus"] == "Failed"
     assert _rclones(job_dir) == []
     assert str(job_dir) not in Path("/proc/self/mountinfo").read_text()
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if any(str(job_dir) in part
+                                                                  for part in p.info["cmdline"] or [])]
+    assert left == []
 
 
 def test_fastfile_reads_wait_out_an_endpoint_gone_dark(home, s3_proxy, s3, tmp_path, wait_for_line):
@@ -250,7 +266,8 @@ def test_fastfile_on_a_warm_instance(home, tmp_path):
     assert any(e["message"].startswith(f"reusing warm pool {first}") for e in Store().events(second))
     seen = _reports(est, tmp_path)["algo-1"]["channels"]["train"]
     assert seen["files"] == {"x.txt": {"size": 5, "sha256": _sha(b"warm\n")}}
-    assert seen["mount"]["type"] == "fuse.rclone" and seen["write"] == "Read-only file system"
+    assert (seen["mount"]["type"] == "fuse.rclone") == (KIND == "rclone")
+    assert seen["write"] == "Read-only file system"
     est.update(keep_alive_period_in_seconds=0)
     assert _rclones(Store().job_dir(second)) == []
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from shipyard.contract.config import write_configs
@@ -110,9 +111,11 @@ class Agent:
     def __init__(self, config: AgentConfig, mounts: list | Exception | None = None,
                  sealed: dict | None = None) -> None:
         self.config = config
-        # FastFile channels' mounts: a warm instance's are made before it starts (or why they could not be).
-        self.mounts = mounts or []
-        self.sealed = sealed   # and its channels that lazy files serve (fastfile.seal), None: not looked at yet
+        # FastFile channels' rclone mounts: a warm instance's are made before it starts (or why they could not
+        # be), with its channels that lazy files serve (fastfile.seal); None: not yet.
+        self.mounts = mounts
+        self.sealed = sealed
+        self.lazy: Future | None = None   # the lazy files being made
         self.streams: list = []      # Pipe channels' streams
         self.channel_error: str | None = None
         self.layout = Layout(Path(config.base))
@@ -217,26 +220,35 @@ class Agent:
                                 sharded=channel.distribution == "ShardedByS3Key"), listed
 
     def open_channels(self) -> None:
-        """FastFile channels mounted (unless a warm instance mounted them already), file systems shown (the
-        sandbox binds them; without one, a link). Pipe channels started streaming earlier."""
+        """FastFile channels mounted (unless a warm instance mounted them already) and their lazy files made,
+        file systems shown (the sandbox binds them; without one, a link). Pipe channels started streaming
+        earlier."""
         from shipyard.runtime import fastfile
 
         if isinstance(self.mounts, Exception):
             error, self.mounts = self.mounts, []
             raise error
-        if self.sealed is None:
-            self.sealed = fastfile.seal(self.config)
-            self.mounts = fastfile.mount_channels(self.config, self.log_fd, self.sealed, on_error=self._channel_failed)
-        else:   # a warm instance's job: its rclone mounts are made, its lazy files are not
-            self.mounts += fastfile.mount_channels(self.config, self.log_fd, self.sealed, lazy=True,
-                                                   on_error=self._channel_failed)
+        if self.mounts is None:
+            self.mounts = fastfile.mount_channels(self.config, self.log_fd, self.sealed, lazy=False)
         for channel in self.config.channels:
             if channel.file_system_type and not self.config.sandboxed:
                 link = self.layout.channel_dir(channel.name)
                 link.rmdir()
                 link.symlink_to(channel.uri, target_is_directory=True)
-        for mount in self.mounts:
+        for mount in [*self.mounts, *(self.lazy.result() if self.lazy else [])]:
             self.say(f"channel {mount.channel}: mounted (FastFile, {mount.kind})")
+
+    def _start_lazy_files(self) -> None:
+        """Lazy files list their channels and make their files while the code comes (a cold instance makes
+        their groups and views here, a warm one's job made them before it dropped its capabilities)."""
+        from shipyard.runtime import fastfile
+
+        if self.sealed is None:
+            self.sealed = fastfile.seal(self.config)
+        if self.sealed:
+            self.lazy = ThreadPoolExecutor(1, thread_name_prefix="lazy-files").submit(
+                fastfile.mount_channels, self.config, self.log_fd, self.sealed, lazy=True,
+                on_error=self._channel_failed)
 
     def _start_streams(self) -> None:
         from shipyard.runtime import pipe
@@ -264,7 +276,8 @@ class Agent:
     def close_channels(self) -> None:
         for stream in self.streams:
             stream.stop()
-        for mount in self.mounts:
+        lazy = [] if self.lazy is None or self.lazy.exception() else self.lazy.result()
+        for mount in [*(self.mounts or []), *lazy]:
             mount.stop()
 
     def _earlier_copies(self, channel: str) -> list[tuple[Path, dict]]:
@@ -395,6 +408,7 @@ class Agent:
             write_configs(self.layout, self.config.hyperparameters, env.resource_config, env.input_data_config,
                           checkpoints if self.config.checkpoint_uri else None)
             self._start_streams()   # first: their storage client's import and listing overlap the rest
+            self._start_lazy_files()
             self.events.emit("phase", phase="Downloading")
             self.fetch_code(env)
             self.download_channels()

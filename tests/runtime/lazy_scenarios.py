@@ -1,0 +1,140 @@
+"""Scenarios for tests/runtime/test_lazyfiles.py, each run in a process of its own (a mount namespace needs
+a single-threaded process to make it): `python lazy_scenarios.py NAME DIR` prints one JSON line.
+
+Each makes objects under DIR/source, serves them as lazy files at DIR/view (read-only over itself, watched)
+from a local file system that counts, and can fail or shorten, its reads, and reads the view as a script
+would: from this process's main thread, while the listener's threads answer the kernel."""
+
+from __future__ import annotations
+
+import errno
+import json
+import mmap
+import os
+import random
+import sys
+from pathlib import Path
+
+from fsspec.implementations.local import LocalFileSystem
+
+from shipyard.runtime import lazyfiles, namespace
+
+CHUNK = 64 * 1024
+
+
+class Source(LocalFileSystem):
+    """The bucket: every ranged read recorded; the first `failures` raise, `short` ones lose a byte."""
+
+    def __init__(self, failures: float = 0, short: bool = False) -> None:
+        super().__init__(skip_instance_cache=True)
+        self.reads: list[tuple[str, int]] = []
+        self.failures, self.short = failures, short
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        self.reads.append((os.path.basename(path), start // CHUNK))
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("the endpoint answers 503")
+        data = super().cat_file(path, start=start, end=end, **kwargs)
+        return data[:-1] if self.short else data
+
+
+def serve(root: Path, source: Source, objects: dict[str, bytes], cache_bytes: int = 1 << 40):
+    (root / "source").mkdir(parents=True)
+    for key, body in objects.items():
+        (root / "source" / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / "source" / key).write_bytes(body)
+    view = root / "view"
+    view.mkdir()
+    namespace.private_mounts()
+    group = lazyfiles.new_group()
+    beneath = namespace.read_only_over(view)
+    lazyfiles.watch(group, view)
+    errors: list[str] = []
+    listed = {key: (len(body), "") for key, body in sorted(objects.items())}
+    channel = lazyfiles.LazyChannel(group, "train", beneath, source, str(root / "source"), listed,
+                                    cache_bytes=cache_bytes, on_error=errors.append)
+    asked = []
+    answer = channel._answer
+    channel._answer = lambda fd, span: (asked.append(span), answer(fd, span))[1]
+    return view, channel, errors, asked
+
+
+def body(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def lazily(root: Path) -> dict:
+    big = body(10 * CHUNK + 123, 1)
+    objects = {"big.bin": big, "empty": b"", "nested/deep/x.txt": b"deep\n",
+               **{f"small-{i}.bin": body(1000 + i, 10 + i) for i in range(12)}}
+    source = Source()
+    view, channel, errors, asked = serve(root, source, objects)
+    out = {"listing": sorted(str(p.relative_to(view)) for p in view.rglob("*") if p.is_file())}
+    with open(view / "big.bin", "rb") as f:
+        f.seek(3 * CHUNK + 10)
+        out["partial_ok"] = f.read(4096) == big[3 * CHUNK + 10:3 * CHUNK + 10 + 4096]
+    out["after_partial"] = sorted({chunk for name, chunk in source.reads if name == "big.bin"})
+    out["big_blocks"], out["big_size"] = (view / "big.bin").stat().st_blocks * 512, len(big)
+    out["first_epoch_ok"] = all((view / key).read_bytes() == data for key, data in objects.items())
+    with open(view / "small-11.bin", "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mapped:
+        out["mmap_ok"] = mapped[:] == objects["small-11.bin"]
+    out["reads_per_chunk"] = max(source.reads.count(read) for read in set(source.reads))
+    before = len(asked)
+    out["second_epoch_ok"] = all((view / key).read_bytes() == data for key, data in objects.items())
+    out["asked_in_second_epoch"] = len(asked) - before
+    try:
+        with open(view / "big.bin", "r+b") as f:
+            f.write(b"x")
+        out["write"] = "written"
+    except OSError as exc:
+        out["write"] = exc.strerror
+    channel.stop()
+    return out | {"errors": errors}
+
+
+def dark(root: Path, failures: float) -> dict:
+    data = body(3 * CHUNK, 2)
+    source = Source(failures=failures)
+    lazyfiles.RETRY_SECONDS = 3.0
+    view, channel, errors, _ = serve(root, source, {"blob.bin": data})
+    try:
+        out = {"ok": (view / "blob.bin").read_bytes() == data}
+    except OSError as exc:
+        out = {"errno": errno.errorcode[exc.errno]}
+    channel.stop()
+    return out | {"errors": errors, "tries": len(source.reads)}
+
+
+def changed(root: Path) -> dict:
+    source = Source(short=True)
+    lazyfiles.RETRY_SECONDS = 1.0
+    view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK // 2, 3)})
+    try:
+        (view / "blob.bin").read_bytes()
+        out = {"read": "no error"}
+    except OSError as exc:
+        out = {"errno": errno.errorcode[exc.errno]}
+    channel.stop()
+    return out | {"errors": errors}
+
+
+def bounded(root: Path) -> dict:
+    objects = {f"part-{i}.bin": body(2 * CHUNK, 20 + i) for i in range(5)}
+    source = Source()
+    view, channel, errors, _ = serve(root, source, objects, cache_bytes=5 * CHUNK)   # two objects and a half
+    first = all((view / key).read_bytes() == data for key, data in objects.items())
+    blocks = {key: (view / key).stat().st_blocks for key in objects}
+    reads = len(source.reads)
+    again = (view / "part-0.bin").read_bytes() == objects["part-0.bin"]
+    channel.stop()
+    return {"first_ok": first, "emptied": sorted(k for k, b in blocks.items() if b == 0),
+            "again_ok": again, "fetched_again": len(source.reads) - reads, "errors": errors}
+
+
+SCENARIOS = {"lazily": lazily, "dark_then_back": lambda root: dark(root, 3),
+             "dark": lambda root: dark(root, float("inf")), "changed": changed, "bounded": bounded}
+
+if __name__ == "__main__":
+    lazyfiles.CHUNK = CHUNK
+    print(json.dumps(SCENARIOS[sys.argv[1]](Path(sys.argv[2]))), flush=True)

@@ -17,14 +17,16 @@ reuse it), which takes the start common to every mode (controller, sandbox, Pyth
 first statement, lists the channel's files (os.walk, sorted) or waits for the pipe /opt/ml/input/data/train_0,
 and reads everything sequentially in 1 MiB reads (a pipe read until 1 MiB or its end): the first batch is the
 first 1 MiB it has (its sha256 is checked against the buffer's), the epoch ends at the last byte (every byte
-counted). FastFile reads a second epoch (from what its first fetched), and File mode does too, as the baseline
-of reading local files (just written: from the page cache, as FastFile's files are). FastFile runs as shipyard
-serves it here (lazy files where the kernel and the rights allow them, runtime/fastfile.py), and once more,
-cold, served by rclone's mount (SHIPYARD_FASTFILE=rclone), side by side. Measured on this machine's
+counted). FastFile reads a second and a third epoch (from what its first fetched), and File mode does too, as
+the baseline of reading local files (just written: from the page cache, as FastFile's files are). FastFile
+runs as shipyard serves it here (lazy files where the kernel and the rights allow them, runtime/fastfile.py),
+and once more, cold, served by rclone's mount (SHIPYARD_FASTFILE=rclone), side by side. Measured on this machine's
 clock, from just before fit():
   first batch      submit until the script has its first 1 MiB (File mode: after the whole download)
   epoch 1          submit until the script has read the last byte of its first epoch
-  epoch 2          the second epoch's own time (File: local files; FastFile: the mount, cached)
+  epoch 2          the faster of the second and third epochs' own times (File: local files; FastFile: what
+                   its first epoch fetched), each read whole: one epoch's time moves by 30% between
+                   runs here, for File mode's local files too
   wall             submit until fit() returns
 and from the endpoint: the object bytes and requests S3 served during the job; from the instance's directory
 before it is removed: the local disk the job used (du). File mode's download is the agent's own measure
@@ -71,7 +73,7 @@ MODES = ("File", "FastFile", "FastFile rclone", "Pipe")
 RUNS = [(mode, warm) for warm in (False, True) for mode in MODES
         if not (warm and mode == "FastFile rclone")]   # cold, then on a warm pool
 KEEP_ALIVE = 600
-EPOCHS = {"File": 2, "FastFile": 2, "Pipe": 1}
+EPOCHS = {"File": 3, "FastFile": 3, "Pipe": 1}
 DEBIAN_AWS = "/usr/bin/aws"                   # Debian's awscli, what SHIPYARD_BENCH=1 make setup installs
 AWS_HINT = "SHIPYARD_BENCH=1 make setup  (installs Debian's awscli: apt-get install -y awscli)"
 GOAL_FIRST_BATCH, GOAL_SYNC_RATIO, GOAL_SECOND_EPOCH = 0.05, 1.0, 1.20
@@ -274,7 +276,7 @@ def run_job(source: Path, dataset: str, mode: str, moto: Moto, expected: dict, w
         "disk_mib": disk_use(store.job_dir(job.name)) / MIB,
     }
     if len(epochs) > 1:
-        out["epoch2_s"] = epochs[1]["end"] - epochs[1]["began"]
+        out["epoch2_s"] = min(epoch["end"] - epoch["began"] for epoch in epochs[1:])
         out["epoch2_mbps"] = epochs[1]["bytes"] / out["epoch2_s"] / 1e6
     fetched = FETCHED.search(log)
     if mode == "File":
@@ -327,7 +329,7 @@ ROWS = [
     ("first_batch_s", "submit -> first batch, 1 MiB (s)", "{:.2f}"),
     ("epoch1_s", "submit -> end of epoch 1 (s)", "{:.2f}"),
     ("epoch1_read_mbps", "  epoch 1, the script's reads (MB/s)", "{:.0f}"),
-    ("epoch2_s", "epoch 2 (s): File local files, FastFile cached", "{:.2f}"),
+    ("epoch2_s", "epoch 2 or 3, the faster (s): File local, FastFile fetched", "{:.2f}"),
     ("epoch2_mbps", "  epoch 2 (MB/s)", "{:.0f}"),
     ("wall_s", "job wall, submit -> fit() returns (s)", "{:.2f}"),
     ("download_s", "File mode download, agent's log (s)", "{:.2f}"),

@@ -330,7 +330,7 @@ ROWS = [
     ("epoch1_s", "submit -> end of epoch 1 (s)", "{:.2f}"),
     ("epoch1_read_mbps", "  epoch 1, the script's reads (MB/s)", "{:.0f}"),
     ("epoch2_s", "epoch 2 or 3, the faster (s): File local, FastFile fetched", "{:.2f}"),
-    ("epoch2_mbps", "  epoch 2 (MB/s)", "{:.0f}"),
+    ("epoch2_mbps", "  that epoch (MB/s)", "{:.0f}"),
     ("wall_s", "job wall, submit -> fit() returns (s)", "{:.2f}"),
     ("download_s", "File mode download, agent's log (s)", "{:.2f}"),
     ("download_mbps", "  download throughput (MB/s)", "{:.0f}"),

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from shipyard.storage import transfer
+
 CHUNK = 8 * 1024 * 1024   # what one GET fetches
 AHEAD = 4                 # chunks fetched after the last one a read needs
 NEXT_OBJECTS = 8          # whole small objects (one chunk at most) fetched after the first read of the one before
@@ -102,8 +104,8 @@ def _ignore(group: int, directory: int, name: str, ignored: bool) -> None:
 class _File:
     """One object's file, and which of its chunks are in or on their way."""
 
-    def __init__(self, key: str, size: int, position: int) -> None:
-        self.key, self.size, self.position = key, size, position
+    def __init__(self, key: str, size: int, identity: str, position: int) -> None:
+        self.key, self.size, self.identity, self.position = key, size, identity, position
         self.chunks: dict[int, Future] = {}
         self.done = 0
         self.fd: int | None = None   # for writing, while chunks come in
@@ -123,7 +125,7 @@ class LazyChannel:
         self.group, self.channel, self.beneath, self.fs, self.prefix = group, channel, beneath, fs, prefix
         self.cache_bytes, self.on_error = cache_bytes, on_error
         self._lock = threading.Lock()
-        self._order = [_File(key, size, i) for i, (key, (size, _)) in enumerate(objects.items())]
+        self._order = [_File(key, size, identity, i) for i, (key, (size, identity)) in enumerate(objects.items())]
         self._files: dict[tuple[int, int], _File] = {}
         self._cached: OrderedDict[int, _File] = OrderedDict()   # complete files by position, oldest first
         self._cached_bytes = 0
@@ -233,7 +235,10 @@ class LazyChannel:
         while True:
             tries += 1
             try:
-                data = self.fs.cat_file(path, start=start, end=end)
+                # one GET of exactly the range, guarded by the listing's ETag (S3)
+                with transfer.open_listed(self.fs, path, entry.size, entry.identity, cache_type="none") as src:
+                    src.seek(start)
+                    data = src.read(end - start)
                 if len(data) != end - start:
                     raise OSError(f"it ended at byte {start + len(data)}, but was listed with {entry.size} bytes "
                                   "(changed while it was read?)")

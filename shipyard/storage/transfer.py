@@ -205,10 +205,7 @@ def download(
             source = root if single else f"{root.rstrip('/')}/{key}"
             fd = os.open(parts[key], os.O_WRONLY)
             try:
-                with fs.open(source, "rb", block_size=CHUNK, size=objects[key][0]) as src:
-                    if not local:   # what the listing said: no HEAD per object, and its ETag guards each range
-                        src.details = {"name": source, "type": "file", "size": objects[key][0],
-                                       "ETag": objects[key][1]}
+                with open_listed(fs, source, *objects[key]) as src:
                     src.seek(start)
                     offset = start
                     while offset < end:
@@ -239,6 +236,18 @@ def download(
         for part in parts.values():
             part.unlink(missing_ok=True)
     return done
+
+
+def open_listed(fs, path: str, size: int, identity: str, **how):
+    """`path` on `fs` open for reading as its listing gave it (`size`, `identity`): no HEAD first, and on S3
+    every range read asks for the listing's ETag, so an object changed since fails the read (s3fs's
+    FileExpired) rather than mixing old bytes and new. `how`: more of fs.open's options."""
+    src = fs.open(path, "rb", block_size=CHUNK, size=size, **how)
+    if not _speaks(fs, "file"):
+        src.details = {"name": path, "type": "file", "size": size, "ETag": identity}
+        if identity and hasattr(src, "read_kw"):   # s3fs sends If-Match itself only after a HEAD of its own
+            src.read_kw = {**src.read_kw, "IfMatch": identity}
+    return src
 
 
 def _reused(key: str, listed: tuple[int, str], target: Path, reuse, record) -> bool:

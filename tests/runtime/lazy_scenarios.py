@@ -30,13 +30,31 @@ class Source(LocalFileSystem):
         self.reads: list[tuple[str, int]] = []
         self.failures, self.short = failures, short
 
-    def cat_file(self, path, start=None, end=None, **kwargs):
-        self.reads.append((os.path.basename(path), start // CHUNK))
-        if self.failures > 0:
-            self.failures -= 1
+    def _open(self, path, mode="rb", **kwargs):
+        return _Reader(self, super()._open(path, mode, **kwargs), os.path.basename(path))
+
+
+class _Reader:
+    def __init__(self, source: Source, file, name: str) -> None:
+        self.source, self.file, self.name, self.at = source, file, name, 0
+
+    def seek(self, at: int) -> int:
+        self.at = at
+        return self.file.seek(at)
+
+    def read(self, size: int) -> bytes:
+        self.source.reads.append((self.name, self.at // CHUNK))
+        if self.source.failures > 0:
+            self.source.failures -= 1
             raise ConnectionError("the endpoint answers 503")
-        data = super().cat_file(path, start=start, end=end, **kwargs)
-        return data[:-1] if self.short else data
+        data = self.file.read(size)
+        return data[:-1] if self.source.short else data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
 
 
 def serve(root: Path, source: Source, objects: dict[str, bytes], cache_bytes: int = 1 << 40):

@@ -250,6 +250,22 @@ def test_download_asks_once_per_piece_and_never_heads_an_object(s3_proxy, s3, tm
     assert len(gets) == 5 + 5   # one per small object, one per 64 KiB range of the big one
 
 
+def test_a_range_of_an_object_replaced_since_its_listing_is_refused(s3):
+    """open_listed (File mode's ranges, FastFile's lazy files): the listing's ETag guards every range, so a
+    same-size object put in between fails the read instead of giving its bytes."""
+    bucket = s3.bucket("replaced")
+    s3.put(f"{bucket}/data/k.bin", b"a" * 1000)
+    fs, root, _, objects = transfer.listing(f"{bucket}/data/")
+    with transfer.open_listed(fs, f"{root.rstrip('/')}/k.bin", *objects["k.bin"], cache_type="none") as src:
+        src.seek(10)
+        assert src.read(100) == b"a" * 100
+    s3.put(f"{bucket}/data/k.bin", b"b" * 1000)
+    with pytest.raises(OSError, match="k.bin"):
+        with transfer.open_listed(fs, f"{root.rstrip('/')}/k.bin", *objects["k.bin"], cache_type="none") as src:
+            src.seek(10)
+            src.read(100)
+
+
 def test_concatenate_on_s3_copies_what_it_can_in_place(s3_proxy, s3):
     """Objects (or what follows an offset in one) of at least S3's part minimum are part copies, their
     bytes never coming here; shorter ones and the bytes given are sent with their neighbours, topped up

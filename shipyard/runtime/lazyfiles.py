@@ -7,8 +7,9 @@ the view (which raises no event) and answered; an `mmap` waits for the whole fil
 all in gets an ignore mark, so from then on it is read from the disk's page cache like one of File mode's:
 a second epoch reads at local speed, where a FUSE mount's page cache costs about 2x (docs/input-modes.md).
 
-A read that still cannot be served after RETRY_SECONDS of tries fails with EIO, never with wrong bytes,
-and `on_error` is told the channel and the object. Each channel has a group of its own, whose descriptor
+A read that still cannot be served after RETRY_SECONDS of tries (at once for an object deleted, or changed
+since it was listed) fails with EIO, never with wrong bytes, and `on_error` is told the channel and the
+object. Each channel has a group of its own, whose descriptor
 is the agent's alone: the marks and the listener go with it, and the instance's processes with the agent.
 
 Making a group and watching a mount take CAP_SYS_ADMIN (a root agent has it, also in bubblewrap's
@@ -244,7 +245,9 @@ class LazyChannel:
                                   "(changed while it was read?)")
                 break
             except Exception as exc:  # s3fs, botocore and aiohttp errors share no base class
-                if time.monotonic() + delay > deadline:
+                # gone, or changed since it was listed (s3fs's FileExpired): trying again cannot help
+                final = isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.EBUSY
+                if final or time.monotonic() + delay > deadline:
                     self._report(path, f"{type(exc).__name__}: {exc} (at byte {start}, {tries} tries)")
                     raise
                 time.sleep(delay)

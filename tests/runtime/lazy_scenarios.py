@@ -13,6 +13,7 @@ import mmap
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 from fsspec.implementations.local import LocalFileSystem
@@ -137,6 +138,20 @@ def changed(root: Path) -> dict:
     return out | {"errors": errors}
 
 
+def deleted(root: Path) -> dict:
+    source = Source()
+    view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK, 4)})
+    (root / "source" / "blob.bin").unlink()
+    started = time.monotonic()
+    try:
+        (view / "blob.bin").read_bytes()
+        out = {"read": "no error"}
+    except OSError as exc:
+        out = {"errno": errno.errorcode[exc.errno]}
+    channel.stop()
+    return out | {"errors": errors, "seconds": time.monotonic() - started}
+
+
 def bounded(root: Path) -> dict:
     objects = {f"part-{i}.bin": body(2 * CHUNK, 20 + i) for i in range(5)}
     source = Source()
@@ -151,7 +166,8 @@ def bounded(root: Path) -> dict:
 
 
 SCENARIOS = {"lazily": lazily, "dark_then_back": lambda root: dark(root, 3),
-             "dark": lambda root: dark(root, float("inf")), "changed": changed, "bounded": bounded}
+             "dark": lambda root: dark(root, float("inf")), "changed": changed,
+             "deleted": deleted, "bounded": bounded}
 
 if __name__ == "__main__":
     lazyfiles.CHUNK = CHUNK

@@ -59,6 +59,13 @@ def test_an_object_shorter_than_listed_is_never_shown(tmp_path):
     assert "changed while it was read" in seen["errors"][0]
 
 
+def test_an_object_deleted_since_the_listing_fails_its_read_at_once(tmp_path):
+    seen = scenario("deleted", tmp_path)
+    assert seen["errno"] == "EIO" and seen["seconds"] < lazyfiles.RETRY_SECONDS / 2
+    [error] = seen["errors"]
+    assert error.startswith(f"channel train: object file://{tmp_path}/source/blob.bin: FileNotFoundError")
+
+
 def test_the_cache_keeps_its_bound_and_an_emptied_file_is_fetched_again(tmp_path):
     seen = scenario("bounded", tmp_path)
     assert seen["first_ok"] and seen["errors"] == []

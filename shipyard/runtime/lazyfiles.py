@@ -273,9 +273,9 @@ class LazyChannel:
         self.on_error(f"channel {self.channel}: object {label}: {what}; reads of it fail with EIO")
 
     def _completed(self, entry: _File) -> None:
-        """Every byte of `entry` is in: unmarked, its reads go straight to the page cache. Beyond the cache's
-        bound the oldest complete files are emptied, each marked again before its blocks go (the lock is
-        held)."""
+        """Every byte of `entry` is in: its ignore mark sends its reads straight to the page cache. Beyond the
+        cache's bound the oldest complete files are emptied, each asked about again before its blocks go
+        (the lock is held)."""
         _ignore(self.group, self.beneath, entry.key, True)
         os.close(entry.fd)
         entry.fd, entry.complete = None, True

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from shipyard import settings
 from shipyard.errors import StorageError, ValidationError
 from shipyard.sdk.inputs import FileSystemInput, ShuffleConfig, TrainingInput
 from shipyard.spec.build import build as build_model
@@ -118,6 +119,7 @@ def _check_source(field: str, channel: ChannelSpec) -> None:
         if channel.input_mode == "FastFile":
             _check_whole_name(field, channel.uri)
             _check_rclone(field)
+            settings.fastfile_mount()   # what the instances will read: refused here, not in each of them
         return
     from shipyard.storage import manifest
 

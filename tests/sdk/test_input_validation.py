@@ -91,6 +91,13 @@ def test_fastfile_prefix_ending_part_way_through_a_name(home, script, s3):
                                                                                 input_mode="FastFile"))
 
 
+def test_fastfile_with_an_unknown_server(home, script, data, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_FASTFILE", "fuse")
+    with pytest.raises(ValidationError, match=r"SHIPYARD_FASTFILE='fuse': must be auto or rclone"):
+        _fit(script, TrainingInput(str(data), input_mode="FastFile"))
+    _nothing_happened(home)
+
+
 def test_fastfile_without_rclone(home, script, data, monkeypatch):
     monkeypatch.setenv("PATH", str(data))   # no rclone on it
     with pytest.raises(ValidationError, match=r"FastFile needs rclone.*apt-get install rclone fuse3"):

@@ -88,10 +88,12 @@ def lazy_files(source: Path, work: Path, names, count, expected) -> list[float]:
     view = work / "lazy"
     view.mkdir()
     group = lazyfiles.new_group()
+    (work / "scratch").mkdir()
+    scratch = os.open(work / "scratch", os.O_PATH | os.O_DIRECTORY)
     beneath = namespace.read_only_over(view)
     lazyfiles.watch(group, view)
     fs, root, _, objects = transfer.listing(str(source))
-    channel = lazyfiles.LazyChannel(group, "bench", beneath, fs, root, objects, cache_bytes=1 << 50,
+    channel = lazyfiles.LazyChannel(group, "bench", beneath, scratch, fs, root, objects, cache_bytes=1 << 50,
                                     on_error=print)
     try:
         return epochs(view, names, 1 + count, expected, "lazy files")

@@ -15,6 +15,7 @@ instance's job calls it before it drops its capabilities, and mounts its rclone 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -163,7 +164,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
 
 
-Sealed = dict[str, tuple[int, int]]   # {channel: (fanotify group, O_PATH descriptor beneath its view)}
+# {channel: (fanotify group, O_PATH descriptors of the directory beneath its view and of its scratch directory)}
+Sealed = dict[str, tuple[int, int, int]]
 
 
 def seal(config) -> Sealed:
@@ -182,21 +184,26 @@ def seal(config) -> Sealed:
     for directory in directories.values():
         directory.mkdir(parents=True, exist_ok=True)
     sealed: Sealed = {}
-    try:
-        for name, directory in directories.items():
-            group = lazyfiles.new_group()   # one per channel: each channel's listener reads its own events
-            if group is None:
-                raise OSError("a fanotify group needs CAP_SYS_ADMIN")
-            sealed[name] = (group, namespace.read_only_over(directory))
-            lazyfiles.watch(group, directory)
-    except OSError:   # no group, mount or pre-content events here: rclone's turn (it says what it needs)
-        for name, (group, beneath) in sealed.items():
-            namespace.unmount(directories[name])
-            os.close(beneath)
-            os.close(group)
-        if group is not None and name not in sealed:
-            os.close(group)
-        return {}
+    with contextlib.ExitStack() as undo:
+        try:
+            for name, directory in directories.items():
+                group = lazyfiles.new_group()   # one per channel: each channel's listener reads its own events
+                if group is None:
+                    raise OSError("a fanotify group needs CAP_SYS_ADMIN")
+                undo.callback(os.close, group)
+                # beside input/data, on the channel's mount: lazyfiles makes files there to rename into the view
+                scratch = layout.input_data_dir.parent / ".lazy" / name
+                scratch.mkdir(parents=True, exist_ok=True)
+                scratch_fd = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                undo.callback(os.close, scratch_fd)
+                beneath = namespace.read_only_over(directory)
+                undo.callback(os.close, beneath)
+                undo.callback(namespace.unmount, directory)
+                lazyfiles.watch(group, directory)
+                sealed[name] = (group, beneath, scratch_fd)
+        except OSError:   # no group, mount or pre-content events here: rclone's turn (it says what it needs)
+            return {}
+        undo.pop_all()
     return sealed
 
 
@@ -205,7 +212,7 @@ class LazyMount:
 
     kind = "lazy files"
 
-    def __init__(self, channel, group: int, beneath: int, share, on_error) -> None:
+    def __init__(self, channel, group: int, beneath: int, scratch: int, share, on_error) -> None:
         from shipyard.runtime import lazyfiles
         from shipyard.storage import transfer
 
@@ -218,7 +225,7 @@ class LazyMount:
             objects = {key: objects[key] for key in keys}
         cache_mb = int(os.environ.get("SHIPYARD_FASTFILE_CACHE_MB") or CACHE_MB)
         self.objects, self.size = len(objects), sum(size for size, _ in objects.values())
-        self.served = lazyfiles.LazyChannel(group, channel.name, beneath, fs, root, objects,
+        self.served = lazyfiles.LazyChannel(group, channel.name, beneath, scratch, fs, root, objects,
                                             cache_bytes=cache_mb << 20, on_error=on_error)
 
     def stop(self) -> None:

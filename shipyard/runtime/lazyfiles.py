@@ -44,7 +44,6 @@ _FAN_MARK_IGNORED_MASK, _FAN_MARK_IGNORED_SURV_MODIFY = 0x20, 0x40
 _FAN_PRE_ACCESS = 0x00100000
 _FAN_ALLOW, _FAN_DENY = 0x1, 0x2
 _FAN_EVENT_INFO_TYPE_RANGE = 6
-_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x1, 0x2
 _METADATA = struct.Struct("IBBHQii")   # struct fanotify_event_metadata
 _INFO = struct.Struct("BBH")           # struct fanotify_event_info_header
 _RANGE = struct.Struct("BBHIQQ")       # struct fanotify_event_info_range
@@ -52,7 +51,6 @@ _RESPONSE = struct.Struct("iI")        # struct fanotify_response
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
 
 
 def _failed(what: str) -> OSError:
@@ -96,10 +94,9 @@ def problem(directory: Path) -> str | None:
     return None
 
 
-def _ignore(group: int, directory: int, name: str, ignored: bool) -> None:
-    """A complete file's accesses are not asked about (an ignore mark on its inode), or again."""
-    _mark(group, directory, name, (_FAN_MARK_ADD if ignored else _FAN_MARK_REMOVE) | _FAN_MARK_IGNORED_MASK
-          | _FAN_MARK_IGNORED_SURV_MODIFY)
+def _ignore(group: int, directory: int, name: str) -> None:
+    """A complete file's accesses are not asked about: an ignore mark on its inode (it goes with the inode)."""
+    _mark(group, directory, name, _FAN_MARK_ADD | _FAN_MARK_IGNORED_MASK | _FAN_MARK_IGNORED_SURV_MODIFY)
 
 
 class _File:
@@ -110,6 +107,7 @@ class _File:
         self.chunks: dict[int, Future] = {}
         self.done = 0
         self.fd: int | None = None   # for writing, while chunks come in
+        self.inode: tuple[int, int] = (0, 0)
         self.complete = size == 0
 
     @property
@@ -119,11 +117,13 @@ class _File:
 
 class LazyChannel:
     """A FastFile channel's objects as lazy files in the directory `beneath` (an O_PATH descriptor of the
-    writable directory under the read-only view), fetched from `prefix` on `fs`."""
+    writable directory under the read-only view), fetched from `prefix` on `fs`. `scratch`: a directory on
+    the same mount as `beneath`, outside the view, where an evicted file's empty successor is made."""
 
-    def __init__(self, group: int, channel: str, beneath: int, fs, prefix: str,
+    def __init__(self, group: int, channel: str, beneath: int, scratch: int, fs, prefix: str,
                  objects: dict[str, tuple[int, str]], *, cache_bytes: int, on_error: Callable[[str], None]) -> None:
-        self.group, self.channel, self.beneath, self.fs, self.prefix = group, channel, beneath, fs, prefix
+        self.group, self.channel, self.beneath, self.scratch = group, channel, beneath, scratch
+        self.fs, self.prefix = fs, prefix
         self.cache_bytes, self.on_error = cache_bytes, on_error
         self._lock = threading.Lock()
         self._order = [_File(key, size, identity, i) for i, (key, (size, identity)) in enumerate(objects.items())]
@@ -146,17 +146,23 @@ class LazyChannel:
             if parent and parent not in made:
                 os.makedirs(f"/proc/self/fd/{self.beneath}/{parent}", exist_ok=True)
                 made.add(parent)
-            # Writable by its owner, this process, even without CAP_DAC_OVERRIDE (a warm instance's job drops
-            # it); the script reads it through the read-only view.
-            fd = os.open(entry.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644, dir_fd=self.beneath)
-            try:
-                os.ftruncate(fd, entry.size)
-                status = os.fstat(fd)
-            finally:
-                os.close(fd)
+            self._create(entry, entry.key, self.beneath)
             if not entry.size:
-                _ignore(self.group, self.beneath, entry.key, True)
-            self._files[status.st_dev, status.st_ino] = entry
+                _ignore(self.group, self.beneath, entry.key)
+
+    def _create(self, entry: _File, name: str, directory: int) -> None:
+        """`entry`'s file at its full size without its bytes, as `name` in `directory`. Writable by its
+        owner, this process, even without CAP_DAC_OVERRIDE (a warm instance's job drops it); the script
+        reads it through the read-only view."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644, dir_fd=directory)
+        try:
+            os.ftruncate(fd, entry.size)
+            status = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self._files.pop(entry.inode, None)
+        entry.inode = (status.st_dev, status.st_ino)
+        self._files[entry.inode] = entry
 
     def stop(self) -> None:
         os.write(self._stop_w, b"x")
@@ -274,23 +280,19 @@ class LazyChannel:
 
     def _completed(self, entry: _File) -> None:
         """Every byte of `entry` is in: its ignore mark sends its reads straight to the page cache. Beyond the
-        cache's bound the oldest complete files are emptied, each asked about again before its blocks go
-        (the lock is held)."""
-        _ignore(self.group, self.beneath, entry.key, True)
+        cache's bound the oldest complete files are replaced by empty lazy ones (the lock is held)."""
+        _ignore(self.group, self.beneath, entry.key)
         os.close(entry.fd)
         entry.fd, entry.complete = None, True
         self._cached[entry.position] = entry
         self._cached_bytes += entry.size
         while self._cached_bytes > self.cache_bytes and len(self._cached) > 1:
             _, old = self._cached.popitem(last=False)
-            _ignore(self.group, self.beneath, old.key, False)
+            # An empty lazy file takes its name: a reader that has it open (or mapped) keeps the whole old
+            # one, whose blocks go when the last of them closes; new opens find the new one.
+            self._create(old, str(old.position), self.scratch)
+            os.rename(str(old.position), old.key, src_dir_fd=self.scratch, dst_dir_fd=self.beneath)
             old.complete, old.done, old.chunks = False, 0, {}
-            fd = os.open(old.key, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self.beneath)
-            try:
-                if _libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, old.size) != 0:
-                    raise _failed(f"fallocate {old.key}")
-            finally:
-                os.close(fd)
             self._cached_bytes -= old.size
 
 

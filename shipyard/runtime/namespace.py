@@ -92,8 +92,17 @@ def read_only_over(path: Path) -> int:
     """Bind `path` read-only over itself, in this process's mount namespace; returns an O_PATH descriptor of
     the writable directory beneath, through which this process alone can still write there."""
     beneath = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    _mount(str(path), str(path), None, _MS_BIND)
-    _mount(None, str(path), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    try:
+        _mount(str(path), str(path), None, _MS_BIND)
+    except OSError:
+        os.close(beneath)
+        raise
+    try:
+        _mount(None, str(path), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    except OSError:
+        unmount(path)
+        os.close(beneath)
+        raise
     return beneath
 
 

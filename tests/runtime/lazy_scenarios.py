@@ -67,11 +67,13 @@ def serve(root: Path, source: Source, objects: dict[str, bytes], cache_bytes: in
     view.mkdir()
     namespace.private_mounts()
     group = lazyfiles.new_group()
+    (root / "scratch").mkdir()
+    scratch = os.open(root / "scratch", os.O_PATH | os.O_DIRECTORY)
     beneath = namespace.read_only_over(view)
     lazyfiles.watch(group, view)
     errors: list[str] = []
     listed = {key: (len(body), "") for key, body in sorted(objects.items())}
-    channel = lazyfiles.LazyChannel(group, "train", beneath, source, str(root / "source"), listed,
+    channel = lazyfiles.LazyChannel(group, "train", beneath, scratch, source, str(root / "source"), listed,
                                     cache_bytes=cache_bytes, on_error=errors.append)
     asked = []
     answer = channel._answer
@@ -156,13 +158,17 @@ def bounded(root: Path) -> dict:
     objects = {f"part-{i}.bin": body(2 * CHUNK, 20 + i) for i in range(5)}
     source = Source()
     view, channel, errors, _ = serve(root, source, objects, cache_bytes=5 * CHUNK)   # two objects and a half
-    first = all((view / key).read_bytes() == data for key, data in objects.items())
-    blocks = {key: (view / key).stat().st_blocks for key in objects}
+    first = (view / "part-0.bin").read_bytes() == objects["part-0.bin"]
+    with open(view / "part-0.bin", "rb") as held:   # open while the others push it out of the cache
+        first &= all((view / key).read_bytes() == data for key, data in objects.items())
+        blocks = {key: (view / key).stat().st_blocks for key in objects}
+        held_ok = held.read() == objects["part-0.bin"]
     reads = len(source.reads)
     again = (view / "part-0.bin").read_bytes() == objects["part-0.bin"]
     channel.stop()
-    return {"first_ok": first, "emptied": sorted(k for k, b in blocks.items() if b == 0),
-            "again_ok": again, "fetched_again": len(source.reads) - reads, "errors": errors}
+    return {"first_ok": first, "emptied": sorted(k for k, b in blocks.items() if b == 0), "held_ok": held_ok,
+            "again_ok": again, "fetched_again": len(source.reads) - reads,
+            "scratch": os.listdir(root / "scratch"), "errors": errors}
 
 
 SCENARIOS = {"lazily": lazily, "dark_then_back": lambda root: dark(root, 3),

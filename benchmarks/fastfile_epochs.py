@@ -10,9 +10,9 @@ events (ext4, xfs, btrfs). Two datasets of --size-mb MiB each, random bytes in a
 (File: storage/transfer.download into a directory; lazy files and rclone: a first epoch through the view),
 then reads every file whole in 1 MiB reads, in key order, --epochs times; the table gives the first epoch,
 the median of the later ones and their ratio to local files'. A last, untimed epoch checks every byte
-against the source's digest (hashing in the timed ones would cost more than the reads themselves). input_modes.py measures the same inside real jobs on S3, where one epoch's time moves
-by 30% between runs on this machine; here the medians of several epochs in one process compare the read
-paths alone. The goal (issue 17): a later FastFile epoch at most 1.2x local files'."""
+against the source's digest (hashing in the timed ones would cost more than the reads themselves).
+input_modes.py measures the same inside real jobs on S3, where one epoch's time moves by 30% between runs
+on this machine; here the medians of several epochs in one process compare the read paths alone. The goal (issue 17): a later FastFile epoch at most 1.2x local files'."""
 
 from __future__ import annotations
 
@@ -82,16 +82,12 @@ def local_files(source: Path, work: Path, names, count, expected) -> list[float]
 
 
 def lazy_files(source: Path, work: Path, names, count, expected) -> list[float]:
-    from shipyard.runtime import lazyfiles, namespace
+    from shipyard.runtime import lazyfiles
     from shipyard.storage import transfer
 
     view = work / "lazy"
     view.mkdir()
-    group = lazyfiles.new_group()
-    (work / "scratch").mkdir()
-    scratch = os.open(work / "scratch", os.O_PATH | os.O_DIRECTORY)
-    beneath = namespace.read_only_over(view)
-    lazyfiles.watch(group, view)
+    group, beneath, scratch = lazyfiles.make_view(view, work / "scratch")
     fs, root, _, objects = transfer.listing(str(source))
     channel = lazyfiles.LazyChannel(group, "bench", beneath, scratch, fs, root, objects, cache_bytes=1 << 50,
                                     on_error=print)
@@ -99,7 +95,7 @@ def lazy_files(source: Path, work: Path, names, count, expected) -> list[float]:
         return epochs(view, names, 1 + count, expected, "lazy files")
     finally:
         channel.stop()
-        namespace.unmount(view)
+        lazyfiles.unmake_view(view, group, beneath, scratch)
 
 
 def rclone(source: Path, work: Path, names, count, expected) -> list[float]:

@@ -174,7 +174,7 @@ def seal(config) -> Sealed:
     kernel, a file system without pre-content events). Needs CAP_SYS_ADMIN and a single thread."""
     from shipyard import settings
     from shipyard.contract.layout import Layout
-    from shipyard.runtime import lazyfiles, namespace
+    from shipyard.runtime import lazyfiles
 
     names = [c.name for c in config.channels if c.input_mode == "FastFile"]
     if not names or settings.fastfile_mount() == "rclone":
@@ -187,20 +187,9 @@ def seal(config) -> Sealed:
     with contextlib.ExitStack() as undo:
         try:
             for name, directory in directories.items():
-                group = lazyfiles.new_group()   # one per channel: each channel's listener reads its own events
-                if group is None:
-                    raise OSError("a fanotify group needs CAP_SYS_ADMIN")
-                undo.callback(os.close, group)
-                # beside input/data, on the channel's mount: lazyfiles makes files there to rename into the view
-                scratch = layout.input_data_dir.parent / ".lazy" / name
-                scratch.mkdir(parents=True, exist_ok=True)
-                scratch_fd = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                undo.callback(os.close, scratch_fd)
-                beneath = namespace.read_only_over(directory)
-                undo.callback(os.close, beneath)
-                undo.callback(namespace.unmount, directory)
-                lazyfiles.watch(group, directory)
-                sealed[name] = (group, beneath, scratch_fd)
+                # scratch beside input/data, on the channel's mount: where evicted files' successors are made
+                sealed[name] = lazyfiles.make_view(directory, layout.input_data_dir.parent / ".lazy" / name)
+                undo.callback(lazyfiles.unmake_view, directory, *sealed[name])
         except OSError:   # no group, mount or pre-content events here: rclone's turn (it says what it needs)
             return {}
         undo.pop_all()

@@ -18,6 +18,7 @@ lazy files cannot serve, and FastFile then mounts the channel with rclone instea
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from shipyard.runtime import namespace
 from shipyard.storage import transfer
 
 CHUNK = 8 * 1024 * 1024   # what one GET fetches
@@ -92,6 +94,32 @@ def problem(directory: Path) -> str | None:
         probe.unlink(missing_ok=True)
         os.close(group)
     return None
+
+
+def make_view(directory: Path, scratch: Path) -> tuple[int, int, int]:
+    """`directory` made a channel's view: bound read-only over itself and watched by a group of its own, with
+    `scratch` (on the same mount, outside the view) beside it. Its descriptors: (group, the directory
+    beneath the view, scratch). Needs CAP_SYS_ADMIN; OSError, with nothing left, where it cannot be made."""
+    with contextlib.ExitStack() as undo:
+        group = new_group()
+        if group is None:
+            raise OSError(errno.EPERM, "a fanotify group needs CAP_SYS_ADMIN")
+        undo.callback(os.close, group)
+        scratch.mkdir(parents=True, exist_ok=True)
+        scratch_fd = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        undo.callback(os.close, scratch_fd)
+        beneath = namespace.read_only_over(directory)
+        undo.callback(unmake_view, directory, beneath)
+        watch(group, directory)
+        undo.pop_all()
+    return group, beneath, scratch_fd
+
+
+def unmake_view(directory: Path, *descriptors: int) -> None:
+    """What make_view made at `directory`, gone (the marks go with the group's descriptor)."""
+    namespace.unmount(directory)
+    for fd in descriptors:
+        os.close(fd)
 
 
 def _ignore(group: int, directory: int, name: str) -> None:

@@ -66,11 +66,7 @@ def serve(root: Path, source: Source, objects: dict[str, bytes], cache_bytes: in
     view = root / "view"
     view.mkdir()
     namespace.private_mounts()
-    group = lazyfiles.new_group()
-    (root / "scratch").mkdir()
-    scratch = os.open(root / "scratch", os.O_PATH | os.O_DIRECTORY)
-    beneath = namespace.read_only_over(view)
-    lazyfiles.watch(group, view)
+    group, beneath, scratch = lazyfiles.make_view(view, root / "scratch")
     errors: list[str] = []
     listed = {key: (len(body), "") for key, body in sorted(objects.items())}
     channel = lazyfiles.LazyChannel(group, "train", beneath, scratch, source, str(root / "source"), listed,
@@ -127,15 +123,19 @@ def dark(root: Path, failures: float) -> dict:
     return out | {"errors": errors, "tries": len(source.reads)}
 
 
+def read_error(path: Path) -> dict:
+    try:
+        path.read_bytes()
+        return {"read": "no error"}
+    except OSError as exc:
+        return {"errno": errno.errorcode[exc.errno]}
+
+
 def changed(root: Path) -> dict:
     source = Source(short=True)
     lazyfiles.RETRY_SECONDS = 1.0
     view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK // 2, 3)})
-    try:
-        (view / "blob.bin").read_bytes()
-        out = {"read": "no error"}
-    except OSError as exc:
-        out = {"errno": errno.errorcode[exc.errno]}
+    out = read_error(view / "blob.bin")
     channel.stop()
     return out | {"errors": errors}
 
@@ -145,11 +145,7 @@ def deleted(root: Path) -> dict:
     view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK, 4)})
     (root / "source" / "blob.bin").unlink()
     started = time.monotonic()
-    try:
-        (view / "blob.bin").read_bytes()
-        out = {"read": "no error"}
-    except OSError as exc:
-        out = {"errno": errno.errorcode[exc.errno]}
+    out = read_error(view / "blob.bin")
     channel.stop()
     return out | {"errors": errors, "seconds": time.monotonic() - started}
 

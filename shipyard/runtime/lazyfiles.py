@@ -279,9 +279,7 @@ class LazyChannel:
                                   "(changed while it was read?)")
                 break
             except Exception as exc:  # s3fs, botocore and aiohttp errors share no base class
-                # gone, or changed since it was listed (s3fs's FileExpired): trying again cannot help
-                final = isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.EBUSY
-                if final or time.monotonic() + delay > deadline:
+                if _gone(exc) or time.monotonic() + delay > deadline:
                     self._report(path, f"{type(exc).__name__}: {exc} (at byte {start}, {tries} tries)")
                     raise
                 time.sleep(delay)
@@ -322,6 +320,14 @@ class LazyChannel:
             os.rename(str(old.position), old.key, src_dir_fd=self.scratch, dst_dir_fd=self.beneath)
             old.complete, old.done, old.chunks = False, 0, {}
             self._cached_bytes -= old.size
+
+
+def _gone(exc: Exception) -> bool:
+    """The object was deleted, or changed since it was listed (its If-Match refused: s3fs's FileExpired):
+    trying again cannot help. (s3fs raises a 503 as EBUSY too: that one is worth waiting out.)"""
+    from s3fs.utils import FileExpired
+
+    return isinstance(exc, (FileNotFoundError, FileExpired))
 
 
 def _span(info: bytes) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from fsspec.implementations.local import LocalFileSystem
+from s3fs.utils import FileExpired
 
 from shipyard.runtime import lazyfiles, namespace
 
@@ -24,12 +25,13 @@ CHUNK = 64 * 1024
 
 
 class Source(LocalFileSystem):
-    """The bucket: every ranged read recorded; the first `failures` raise, `short` ones lose a byte."""
+    """The bucket: every ranged read recorded; the first `failures` raise as a 503 does, `short` ones lose a
+    byte, `expired` ones raise as a refused If-Match does."""
 
-    def __init__(self, failures: float = 0, short: bool = False) -> None:
+    def __init__(self, failures: float = 0, short: bool = False, expired: bool = False) -> None:
         super().__init__(skip_instance_cache=True)
         self.reads: list[tuple[str, int]] = []
-        self.failures, self.short = failures, short
+        self.failures, self.short, self.expired = failures, short, expired
 
     def _open(self, path, mode="rb", **kwargs):
         return _Reader(self, super()._open(path, mode, **kwargs), os.path.basename(path))
@@ -47,7 +49,9 @@ class _Reader:
         self.source.reads.append((self.name, self.at // CHUNK))
         if self.source.failures > 0:
             self.source.failures -= 1
-            raise ConnectionError("the endpoint answers 503")
+            raise OSError(errno.EBUSY, "Service Unavailable")   # what s3fs makes of a 503
+        if self.source.expired:
+            raise FileExpired(self.name, '"0123"')
         data = self.file.read(size)
         return data[:-1] if self.source.short else data
 
@@ -140,10 +144,11 @@ def changed(root: Path) -> dict:
     return out | {"errors": errors}
 
 
-def deleted(root: Path) -> dict:
-    source = Source()
+def gone(root: Path, how: str) -> dict:
+    source = Source(expired=how == "changed")
     view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK, 4)})
-    (root / "source" / "blob.bin").unlink()
+    if how == "deleted":
+        (root / "source" / "blob.bin").unlink()
     started = time.monotonic()
     out = read_error(view / "blob.bin")
     channel.stop()
@@ -169,7 +174,8 @@ def bounded(root: Path) -> dict:
 
 SCENARIOS = {"lazily": lazily, "dark_then_back": lambda root: dark(root, 3),
              "dark": lambda root: dark(root, float("inf")), "changed": changed,
-             "deleted": deleted, "bounded": bounded}
+             "deleted": lambda root: gone(root, "deleted"), "replaced": lambda root: gone(root, "changed"),
+             "bounded": bounded}
 
 if __name__ == "__main__":
     lazyfiles.CHUNK = CHUNK

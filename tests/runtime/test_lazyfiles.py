@@ -49,7 +49,8 @@ def test_a_source_that_stays_dark_fails_the_read_with_eio_naming_channel_and_obj
     seen = scenario("dark", tmp_path)
     assert seen["errno"] == "EIO"
     [error] = seen["errors"]
-    assert error.startswith(f"channel train: object file://{tmp_path}/source/blob.bin: ConnectionError")
+    assert error.startswith(f"channel train: object file://{tmp_path}/source/blob.bin: "
+                            "OSError: [Errno 16] Service Unavailable")
     assert "reads of it fail with EIO" in error
 
 
@@ -59,11 +60,12 @@ def test_an_object_shorter_than_listed_is_never_shown(tmp_path):
     assert "changed while it was read" in seen["errors"][0]
 
 
-def test_an_object_deleted_since_the_listing_fails_its_read_at_once(tmp_path):
-    seen = scenario("deleted", tmp_path)
+@pytest.mark.parametrize("how, error", [("deleted", "FileNotFoundError"), ("replaced", "FileExpired")])
+def test_an_object_deleted_or_replaced_since_the_listing_fails_its_read_at_once(how, error, tmp_path):
+    seen = scenario(how, tmp_path)
     assert seen["errno"] == "EIO" and seen["seconds"] < lazyfiles.RETRY_SECONDS / 2
-    [error] = seen["errors"]
-    assert error.startswith(f"channel train: object file://{tmp_path}/source/blob.bin: FileNotFoundError")
+    [message] = seen["errors"]
+    assert message.startswith(f"channel train: object file://{tmp_path}/source/blob.bin: {error}")
 
 
 def test_the_cache_keeps_its_bound_and_an_evicted_file_is_fetched_again(tmp_path):

@@ -10,8 +10,9 @@ fetched on first read, so the script starts before any object body is downloaded
 
 Either lives in the instance's own mount namespace (its sandbox's, or the agent's own when there is no
 sandbox), so it is gone with the instance's last process, also when the agent is killed; rclone itself
-gets SIGKILL when the process that started it dies. `seal()` needs CAP_SYS_ADMIN and no thread: a warm
-instance's job calls it before it drops its capabilities, and mounts its rclone channels then too."""
+gets SIGKILL when the process that started it dies. `seal()` needs CAP_SYS_ADMIN and makes no thread: a
+warm instance's job calls it before it drops its capabilities (and before its zygote forks), and mounts its
+rclone channels then too."""
 
 from __future__ import annotations
 
@@ -171,7 +172,7 @@ Sealed = dict[str, tuple[int, int, int]]
 def seal(config) -> Sealed:
     """The FastFile channels of `config` (an AgentConfig) that lazy files serve here, each directory bound
     read-only over itself already; {} when none can be (SHIPYARD_FASTFILE=rclone, no CAP_SYS_ADMIN, an old
-    kernel, a file system without pre-content events). Needs CAP_SYS_ADMIN and a single thread."""
+    kernel, a file system without pre-content events). Needs CAP_SYS_ADMIN; makes no thread."""
     from shipyard import settings
     from shipyard.contract.layout import Layout
     from shipyard.runtime import lazyfiles

@@ -28,8 +28,8 @@ from shipyard.errors import ShipyardError
 
 RCLONE = "rclone"
 REMOTE = "shipyard"   # the rclone remote, defined by RCLONE_CONFIG_SHIPYARD_* variables (no config file)
-# The local cache's bound per channel (SHIPYARD_FASTFILE_CACHE_MB overrides it): rclone evicts what no
-# reader has open beyond it.
+# The local cache's bound per channel (SHIPYARD_FASTFILE_CACHE_MB overrides it): beyond it rclone evicts what
+# no reader has open, and lazy files replace their oldest complete file.
 CACHE_MB = 10 * 1024
 # How long the mount may take to appear before the job fails.
 MOUNT_SECONDS = 60.0
@@ -82,9 +82,8 @@ def plan(channel, mountpoint: Path, cache_dir: Path, keys: list[str] | None = No
     """The rclone command that mounts `channel` (a runtime.config.ChannelSource) at mountpoint; with
     `keys`, only those (this host's shard) are shown."""
     source, env = remote(channel.uri)
-    cache_mb = int(os.environ.get("SHIPYARD_FASTFILE_CACHE_MB") or CACHE_MB)
     argv = [RCLONE, "mount", source, str(mountpoint), *FLAGS, "--cache-dir", str(cache_dir),
-            "--vfs-cache-max-size", f"{cache_mb}M"]
+            "--vfs-cache-max-size", f"{_cache_mb()}M"]
     files_from = None
     if keys is not None:
         files_from = cache_dir.parent / f"{channel.name}.keys"
@@ -93,6 +92,10 @@ def plan(channel, mountpoint: Path, cache_dir: Path, keys: list[str] | None = No
     if bundle and not channel.uri.startswith(("file:", "local:", "/")):
         argv += ["--ca-cert", bundle]   # rclone 1.60 fails on AWS_CA_BUNDLE itself; the flag does the same
     return MountPlan(channel.name, tuple(argv), env, mountpoint, files_from, tuple(keys) if keys is not None else None)
+
+
+def _cache_mb() -> int:
+    return int(os.environ.get("SHIPYARD_FASTFILE_CACHE_MB") or CACHE_MB)
 
 
 def list_keys(channel) -> list[str]:
@@ -213,10 +216,8 @@ class LazyMount:
         keys = share(list(objects))
         if keys is not None:
             objects = {key: objects[key] for key in keys}
-        cache_mb = int(os.environ.get("SHIPYARD_FASTFILE_CACHE_MB") or CACHE_MB)
-        self.objects, self.size = len(objects), sum(size for size, _ in objects.values())
         self.served = lazyfiles.LazyChannel(group, channel.name, beneath, scratch, fs, root, objects,
-                                            cache_bytes=cache_mb << 20, on_error=on_error)
+                                            cache_bytes=_cache_mb() << 20, on_error=on_error)
 
     def stop(self) -> None:
         self.served.stop()

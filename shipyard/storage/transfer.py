@@ -159,7 +159,6 @@ def download(
     caller has it already. `progress(done, total)` counts the bytes still to
     fetch; it is called from worker threads, but never concurrently."""
     fs, root, single, objects = listed or listing(uri)
-    local = _speaks(fs, "file")
     dest = Path(dest)
     wanted = list(objects) if keys is None else list(keys)
     targets = {key: _target(dest, key) for key in wanted}  # all checked before anything is written

@@ -4,6 +4,8 @@ fsspec itself is light; s3fs/botocore are imported by fsspec only when an s3:// 
 
 from __future__ import annotations
 
+import datetime
+import functools
 import os
 import re
 import uuid
@@ -92,6 +94,8 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         kwargs["use_listings_cache"] = False
     try:
         fs, path = url_to_fs(uri, **kwargs)
+        if protocol in ("s3", "s3a") and fs.session is None:   # a new one
+            fs.session = _session(fs.kwargs)
     except ImportError as exc:
         raise StorageError(
             f"{uri}: the filesystem for {protocol}:// is not installed ({exc}); install its fsspec "
@@ -103,6 +107,51 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
             f"(s3://, file:// or a plain path) or install the fsspec package for it"
         ) from None
     return fs, path
+
+
+def _session(options: dict):
+    """The session s3fs would make for a new S3 filesystem, quicker: botocore's data files (the S3 model, its
+    endpoint rules) read once per process, a new client then takes 5 ms instead of 60; responses' ISO 8601
+    times parsed by datetime rather than dateutil's general parser, which took 0.05 s of a 1,000-key page
+    (a FastFile channel's script waits for the whole listing)."""
+    from aiobotocore.session import AioSession
+
+    session = AioSession(**options)
+    session.register_component("data_loader", _loader())
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=timestamp)
+    return session
+
+
+@functools.cache
+def _loader():
+    from botocore.loaders import create_loader
+
+    return create_loader()
+
+
+def preload_s3() -> None:
+    """Import the S3 client and read what one is made from, here once for every process forked from this
+    one (a warm instance's jobs' agents); no thread, no connection."""
+    import botocore.session
+    import s3fs  # noqa: F401
+
+    session = botocore.session.Session()
+    session.register_component("data_loader", _loader())
+    session.create_client("s3", region_name="us-east-1", aws_access_key_id="-", aws_secret_access_key="-")
+
+
+def timestamp(value) -> datetime.datetime:
+    """What botocore's parse_timestamp makes of `value`, an ISO 8601 time with its zone quickly."""
+    if isinstance(value, str) and value[10:11] == "T":
+        try:
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            return parsed
+    from botocore.utils import parse_timestamp
+
+    return parse_timestamp(value)
 
 
 def is_local(uri: str) -> bool:

@@ -108,3 +108,23 @@ def test_s3_sees_objects_written_after_a_listing(s3):
     s3.put(f"{bucket}/p/later", b"1")
     assert uri.exists(f"{bucket}/p/later")
     assert transfer.list_objects(f"{bucket}/p") == ["first", "later"]
+
+
+@pytest.mark.parametrize("value", ["2026-11-26T18:17:00.000Z", "2026-11-26T18:17:00Z", "2026-11-26T20:17:00+02:00",
+                                   "2026-11-26T18:17:00", "Thu, 26 Nov 2026 18:17:00 GMT", 1795716420])
+def test_timestamps_are_what_botocore_makes_of_them(value):
+    from botocore.utils import parse_timestamp
+
+    ours, botocores = uri.timestamp(value), parse_timestamp(value)
+    assert ours == botocores and (ours.tzinfo is None) == (botocores.tzinfo is None)
+
+
+def test_s3_listings_times_go_through_the_quick_parser(s3, monkeypatch):
+    """A FastFile channel's script waits for the whole listing: dateutil took 0.05 s of each 1,000 keys."""
+    bucket = s3.bucket("times")
+    s3.put(f"{bucket}/a", b"a")
+    parsed = []
+    monkeypatch.setattr(uri, "timestamp", lambda value: parsed.append(value) or value)
+    fs, path = uri.filesystem(f"{bucket}/a")
+    (entry,) = fs.call_s3("list_objects_v2", Bucket="times")["Contents"]
+    assert parsed == [entry["LastModified"]] and entry["LastModified"].endswith("Z")

@@ -238,20 +238,25 @@ class LazyChannel:
                 os.close(fd)
 
     def _need(self, entry: _File, start: int, count: int) -> list[Future]:
-        """The chunks `count` bytes from `start` in `entry` need, on their way, and AHEAD after them; an
-        object's first read also starts the small objects after it."""
+        """The chunks `count` bytes from `start` in `entry` need, on their way; once they are in, AHEAD
+        after them, and after an object's first read the small objects that follow it: what a read waits
+        for does not share the endpoint with what it may need next."""
         first = start // CHUNK
         last = min(entry.count - 1, max(start, start + count - 1) // CHUNK)
         with self._lock:
             fresh = not entry.chunks
             needed = [self._chunk(entry, index) for index in range(first, last + 1)]
+        needed[-1].add_done_callback(lambda _: self._ahead(entry, last, fresh))
+        return needed
+
+    def _ahead(self, entry: _File, last: int, fresh: bool) -> None:
+        with self._lock:
             for index in range(last + 1, min(entry.count, last + 1 + AHEAD)):
                 self._chunk(entry, index)
             if fresh:
                 for following in self._order[entry.position + 1:entry.position + 1 + NEXT_OBJECTS]:
                     if not following.chunks and following.count == 1:
                         self._chunk(following, 0)
-        return needed
 
     def _chunk(self, entry: _File, index: int) -> Future:
         """Chunk `index` of `entry` on its way (again, after it failed). The lock is held."""

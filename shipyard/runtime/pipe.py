@@ -3,7 +3,9 @@ per channel writes each epoch's objects into a FIFO `<data_dir>/<channel>_<epoch
 
 One epoch's FIFO exists at a time: `<channel>_<e+1>` is made once the reader has taken every byte of
 `<channel>_<e>` or closed it early. Objects are fetched in ranges of `chunk_size` bytes, up to `ahead` ranges
-before the one being written, so memory stays near ahead x chunk_size whatever the object sizes. A range
+before the one being written, so memory stays near ahead x chunk_size whatever the object sizes. Fetching
+starts when the FIFO is made, not when its reader opens it, and an epoch's first range is small
+(FIRST_RANGE): the reader's first read finds bytes waiting, or waits for one small GET. A range
 that still fails after retries (each from the same offset: no byte is skipped or repeated) ends the channel:
 `on_error` is told and the FIFO is closed after the last correct byte.
 
@@ -13,7 +15,6 @@ between them, SageMaker's TensorFlow reader without, so no split reads back righ
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import itertools
 import json
@@ -28,7 +29,7 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -40,9 +41,11 @@ from shipyard.storage.manifest import check_objects, read_augmented, read_manife
 from shipyard.storage.uri import filesystem
 
 CHUNK = 8 * 1024 * 1024
+FIRST_PAGE = 100            # keys in the listing's first page: the first epoch starts on it
+FIRST_RANGE = 1024 * 1024   # an epoch's first GET: not queued behind `ahead` full chunks
 AHEAD = 8
 BACKOFF = (0.2, 0.5, 1.0)   # seconds before each new try of a failed read
-POLL = 0.05                 # how often a waiting writer looks for stop()
+POLL = 0.05                 # how often a writer waiting for its reader to read looks for stop()
 PIPE_BUFFER = 1024 * 1024   # Linux's default cap for an unprivileged pipe (fs.pipe-max-size)
 RECORDIO_MAGIC = 0xCED7230A
 RECORD_MAX = (1 << 29) - 1  # the length field's 29 bits
@@ -96,7 +99,7 @@ def _source(channel: ChannelSource) -> tuple[Iterable, Callable[[object], list[_
         return lines, lambda line: [_attribute(line[name]) if name.endswith("-ref") else
                                     _Part(f"{name} (inline)", data=_inline(line[name])) for name in names]
     fs, root = filesystem(channel.uri)
-    listed = _Listed(transfer.pages(fs, root))
+    listed = _Listed(transfer.pages(fs, root, FIRST_PAGE))
     if listed.keys:
         return listed, _objects_in(channel.uri, listed.sizes)
     try:  # a prefix naming one object, as File mode allows
@@ -162,16 +165,24 @@ class _Ahead:
         self._pool, self._ranges, self._fetch, self._depth = pool, ranges, fetch, depth
         self._queue: deque[tuple[_Part, Future]] = deque()
 
-    def _fill(self) -> None:
-        while len(self._queue) < self._depth and (piece := next(self._ranges, None)):
+    def fill(self, depth: int | None = None) -> None:
+        """Fetches started until `depth` are waiting."""
+        while len(self._queue) < (depth or self._depth) and (piece := next(self._ranges, None)):
             self._queue.append((piece[0], self._pool.submit(self._fetch, *piece)))
+
+    def start(self, stopped: threading.Event) -> None:
+        """The first range alone, then the rest: the reader's first bytes do not share the endpoint."""
+        self.fill(1)
+        while self._queue and not stopped.is_set() and wait([self._queue[0][1]], POLL).not_done:
+            pass
+        self.fill()
 
     def chunks(self, part: _Part, result: Callable[[Future], bytes]) -> Iterator[bytes]:
         """`part`'s chunks; every part before it must have been taken already."""
-        self._fill()
+        self.fill()
         while self._queue and self._queue[0][0] is part:
             _, future = self._queue.popleft()
-            self._fill()
+            self.fill()
             yield result(future)
 
     def cancel(self) -> None:
@@ -201,8 +212,20 @@ class PipeStreamer:
     def stop(self, timeout: float = 5.0) -> None:
         """End the stream (a writer waiting for its reader included) and remove its FIFO."""
         self._stopped.set()
+        release = self._release()
         self._thread.join(timeout)
+        if release is not None:
+            os.close(release)
         self._remove_fifo()
+
+    def _release(self) -> int | None:
+        """A read end of the current FIFO, held until the thread has ended: a writer waiting in open() for its
+        reader returns, and then sees stop()."""
+        fifo = self._fifo
+        try:
+            return os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if fifo is not None else None
+        except OSError:
+            return None
 
     def _run(self) -> None:
         name = self.channel.name
@@ -223,10 +246,13 @@ class PipeStreamer:
             self._remove_fifo()
 
     def _epoch(self, pool: ThreadPoolExecutor, epoch: int, parts: Iterator[_Part]) -> None:
-        fd = self._open(self._make_fifo(epoch))
+        fifo = self._make_fifo(epoch)
         for_fetch, for_write = itertools.tee(parts)
         ahead = _Ahead(pool, self._ranges(for_fetch), self._fetch, self.ahead)
+        fd = None
         try:
+            ahead.start(self._stopped)   # before the reader comes
+            fd = self._open(fifo)
             for part in for_write:
                 self._write_part(fd, part, ahead)
             self._drain(fd)
@@ -239,7 +265,8 @@ class PipeStreamer:
             raise _Ended from exc
         finally:
             ahead.cancel()
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
             self._remove_fifo()
 
     def _report(self, exc: Exception) -> None:
@@ -268,16 +295,18 @@ class PipeStreamer:
             fifo.unlink(missing_ok=True)
 
     def _open(self, fifo: Path) -> int:
-        """The FIFO's write end, once a reader has opened it; non-blocking, so stop() is seen while waiting."""
-        while True:
-            try:
-                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
-                    raise StorageError(f"cannot open {fifo}: {exc}") from exc
-            if self._stopped.wait(POLL):
-                raise _Ended
+        """The FIFO's write end, once a reader has opened it (stop() opens one to end the wait); then
+        non-blocking, so stop() is seen while the reader is slow."""
+        if self._stopped.is_set():
+            raise _Ended
+        try:
+            fd = os.open(fifo, os.O_WRONLY)
+        except OSError as exc:
+            raise StorageError(f"cannot open {fifo}: {exc}") from exc
+        if self._stopped.is_set():
+            os.close(fd)
+            raise _Ended
+        os.set_blocking(fd, False)
         try:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BUFFER)
         except OSError:
@@ -339,6 +368,7 @@ class PipeStreamer:
     def _ranges(self, parts: Iterator[_Part]) -> Iterator[tuple[_Part, int, int]]:
         """(part, start, end) of every chunk of every object, in stream order. It ends at an object whose size
         cannot be learned: the writer reports that when it gets there, after the objects before it."""
+        step = min(FIRST_RANGE, self.chunk_size)
         for part in parts:
             if part.data is not None:
                 continue
@@ -346,8 +376,11 @@ class PipeStreamer:
                 size = self._size(part)
             except StorageError:
                 return
-            for start in range(0, size, self.chunk_size):
-                yield part, start, min(start + self.chunk_size, size)
+            start = 0
+            while start < size:
+                end = min(start + step, size)
+                yield part, start, end
+                start, step = end, self.chunk_size
 
     def _fetch(self, part: _Part, start: int, end: int) -> bytes:
         def read() -> bytes:

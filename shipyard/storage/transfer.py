@@ -23,7 +23,7 @@ CHUNK = 8 * 1024 * 1024
 RANGE = 32 * 1024 * 1024   # an object larger than two of these is fetched in ranges, side by side
 S3_MIN_PART = 5 << 20      # S3's smallest part of a multipart upload (but the last)
 S3_MAX_COPY = 5 << 30      # and its largest part copy
-FIRST_PAGE = 100           # keys in an S3 listing's first page
+PAGE = 1000                # keys in an S3 listing's page: the most S3 returns
 # rich's DownloadColumn's units, so that a line and a progress bar give sizes alike.
 SIZE_UNITS = ["bytes", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"]
 
@@ -76,14 +76,14 @@ def listing(uri: str) -> Listing:
     return fs, root, False, {}
 
 
-def pages(fs, root: str) -> Iterator[dict[str, tuple[int, str]]]:
+def pages(fs, root: str, first: int = PAGE) -> Iterator[dict[str, tuple[int, str]]]:
     """Every object under the folder-like `root` of `fs` as {relative key: (size, identity)}, in key order,
-    a page at a time: S3's own pages, the first one small (a stream starts on it while the rest is listed),
-    any other file system's listing as one page. Nothing when there is nothing under it."""
+    a page at a time: S3's own pages, the first one of `first` keys (a stream starts on a small one while
+    the rest is listed), any other file system's listing as one page. Nothing when there is nothing under it."""
     prefix = root.rstrip("/") + "/"
     try:
         if _speaks(fs, "s3"):
-            yield from _s3_pages(fs, prefix)
+            yield from _s3_pages(fs, prefix, first)
             return
         found = fs.find(root, detail=True)
     except FileNotFoundError:
@@ -100,11 +100,11 @@ def pages(fs, root: str) -> Iterator[dict[str, tuple[int, str]]]:
         yield dict(sorted(objects.items()))
 
 
-def _s3_pages(fs, prefix: str) -> Iterator[dict[str, tuple[int, str]]]:
+def _s3_pages(fs, prefix: str, first: int) -> Iterator[dict[str, tuple[int, str]]]:
     # ListObjectsV2 returns keys in UTF-8 byte order, which is Python's str order: each page follows the last.
     bucket, key, _ = fs.split_path(prefix)
     start = key.rstrip("/") + "/" if key else ""
-    request = {"Bucket": bucket, "Prefix": start, "MaxKeys": FIRST_PAGE}
+    request = {"Bucket": bucket, "Prefix": start, "MaxKeys": first}
     while True:
         page = fs.call_s3("list_objects_v2", **request)
         objects = {item["Key"][len(start):]: (int(item.get("Size") or 0), _identity(item))
@@ -113,7 +113,7 @@ def _s3_pages(fs, prefix: str) -> Iterator[dict[str, tuple[int, str]]]:
             yield objects
         if not page.get("IsTruncated") or not page.get("NextContinuationToken"):
             return
-        request.update(ContinuationToken=page["NextContinuationToken"], MaxKeys=1000)
+        request.update(ContinuationToken=page["NextContinuationToken"], MaxKeys=PAGE)
 
 
 def _identity(info: dict) -> str:

@@ -36,6 +36,14 @@ class Source(LocalFileSystem):
     def _open(self, path, mode="rb", **kwargs):
         return _Reader(self, super()._open(path, mode, **kwargs), os.path.basename(path))
 
+    def settled(self, name: str, quiet: float = 0.5) -> list[int]:
+        """The chunks of `name` read so far, once none has been for `quiet` seconds (read-ahead starts
+        when the read it follows has its bytes)."""
+        seen = None
+        while seen != (seen := len(self.reads)):
+            time.sleep(quiet)
+        return sorted({chunk for read, chunk in self.reads if read == name})
+
 
 class _Reader:
     def __init__(self, source: Source, file, name: str) -> None:
@@ -95,7 +103,7 @@ def lazily(root: Path) -> dict:
     with open(view / "big.bin", "rb") as f:
         f.seek(3 * CHUNK + 10)
         out["partial_ok"] = f.read(4096) == big[3 * CHUNK + 10:3 * CHUNK + 10 + 4096]
-    out["after_partial"] = sorted({chunk for name, chunk in source.reads if name == "big.bin"})
+    out["after_partial"] = source.settled("big.bin")
     out["big_blocks"], out["big_size"] = (view / "big.bin").stat().st_blocks * 512, len(big)
     out["first_epoch_ok"] = all((view / key).read_bytes() == data for key, data in objects.items())
     with open(view / "small-11.bin", "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mapped:

@@ -241,18 +241,28 @@ def test_an_object_changed_mid_stream_ends_the_channel_with_only_right_bytes(tmp
         assert "it ended at byte 2097162 but was listed with 4194304 bytes" in error
 
 
-def test_a_read_that_fails_for_a_moment_is_retried_from_the_same_byte(tmp_path, stream):
+def test_a_read_that_fails_for_a_moment_is_retried_from_the_same_byte(tmp_path, stream, monkeypatch):
+    class Waits(tuple):   # BACKOFF, noting each wait before a new try
+        taken: list[int] = []
+
+        def __getitem__(self, index):
+            self.taken.append(index)
+            return tuple.__getitem__(self, index)
+
+    monkeypatch.setattr(pipe, "BACKOFF", Waits(pipe.BACKOFF))
     rng = random.Random(4)
     files = {"a": rng.randbytes(1000), "b": rng.randbytes(300_000)}
     src = _objects(tmp_path / "src", files)
     _, errors, data = stream(_channel(src), chunk_size=64 * 1024, ahead=2)
-    _wait(data / "train_0")  # listed: b's size is known, and it is gone when the writer first reads it
+    # Listed, and a and b's first range fetched ahead: b's second range is fetched once the reader has
+    # taken a, which it opens after b is gone.
+    _wait(data / "train_0")
     (src / "b").unlink()
     back = threading.Timer(0.3, lambda: (src / "b").write_bytes(files["b"]))
     back.start()
     assert _read(data, 0) == files["a"] + files["b"]
     back.join()
-    assert errors == []
+    assert errors == [] and Waits.taken[0] == 0
 
 
 def test_a_channel_without_objects_is_reported(tmp_path, stream):
@@ -281,25 +291,25 @@ def test_s3_shards_reshuffle_every_epoch_across_hosts(s3, stream):
     assert seen[0] != seen[1]
 
 
-def test_s3_stream_starts_on_the_listings_first_page(s3, stream, monkeypatch):
+def test_s3_stream_starts_on_the_listings_first_page(s3, stream, monkeypatch, tmp_path):
     bucket = s3.bucket("pipe")
     files = {f"part-{i}": f"object {i};".encode() * (i + 1) for i in range(7)}
     for key, body in files.items():
         s3.put(f"{bucket}/train/{key}", body)
-    monkeypatch.setattr(transfer, "FIRST_PAGE", 2)
+    monkeypatch.setattr(pipe, "FIRST_PAGE", 2)
     from shipyard.storage.uri import filesystem
 
     fs, _ = filesystem(f"{bucket}/train/")
-    calls = []
+    calls = []   # (request, keys asked for, whether the pipe was there)
     original = fs.call_s3
-    monkeypatch.setattr(fs, "call_s3", lambda method, **kw: calls.append((method, kw.get("MaxKeys"))) or
-                        original(method, **kw), raising=False)
+    data = tmp_path / "data-0"   # the fixture's first streamer's
+    monkeypatch.setattr(fs, "call_s3", lambda method, **kw: calls.append(
+        (method, kw.get("MaxKeys"), (data / "train_0").exists())) or original(method, **kw), raising=False)
     _, errors, data = stream(_channel(f"{bucket}/train/", record_wrapping="RecordIO"))
-    _wait(data / "train_0")
-    assert calls == [("list_objects_v2", 2)]      # the pipe is there before the rest is listed
     expected = [files[key] for key in sorted(files)]
     assert _records(data, 0) == expected
-    assert calls == [("list_objects_v2", 2), ("list_objects_v2", 1000)]
+    # the pipe is there before the rest is listed
+    assert calls == [("list_objects_v2", 2, False), ("list_objects_v2", 1000, True)]
     assert _records(data, 1) == expected          # a later epoch lists nothing again
     assert len(calls) == 2 and errors == []
 

@@ -94,10 +94,22 @@ def forkable(argv: list[str]) -> bool:
     return bool(rest) and (not rest[0].startswith("-") or (rest[0] == "-m" and len(rest) > 1))
 
 
+# In a process that forked a zygote after keep_only(): the modules the zygote holds.
+HELD: frozenset[str] | None = None
+
+
+def keep_only(modules: frozenset[str]) -> None:
+    """Forget every module not in `modules`: a process that imports one again gets it from its own path.
+    A zygote forgets what its warm process preloaded for the agent alone (its storage client)."""
+    for name in [name for name in sys.modules if name not in modules]:
+        del sys.modules[name]
+
+
 def shadowed(directories) -> set[str]:
-    """Top-level packages this process has imported (what a zygote forked from it holds) that one of the
-    directories, put first on a job's path, would provide instead."""
-    loaded = {name.partition(".")[0] for name in sys.modules} - {"__main__", "__mp_main__"}
+    """Top-level packages a zygote forked from this process holds (HELD, else this process's imports) that
+    one of the directories, put first on a job's path, would provide instead."""
+    loaded = {name.partition(".")[0] for name in (sys.modules if HELD is None else HELD)} - {"__main__",
+                                                                                               "__mp_main__"}
     found = set()
     for directory in directories:
         try:

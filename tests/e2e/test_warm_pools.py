@@ -90,7 +90,7 @@ def test_a_job_on_a_warm_pool_starts_clean(home, source):
     for host, record in seen.items():
         # Warm: the rank is a fork of the warm process, torch imported before the script's first line.
         assert record["preloaded"] and record["forked"], record
-        assert record["modules"] == [] and record["mp_main_is_main"]
+        assert record["modules"] == [] and record["storage_client"] == [] and record["mp_main_is_main"]
         assert record["litter"] == dict.fromkeys(record["litter"], False)
         assert record["cache"] == [host + ".txt"]   # each instance's cache is its own
         assert record["polluted_env"] is None and not record["polluted_path"]
@@ -106,6 +106,9 @@ def test_a_job_on_a_warm_pool_starts_clean(home, source):
         assert int(record["capabilities"], 16) == 0
     events = [e["message"] for e in Store().events(second["TrainingJobName"])]
     assert any(e.startswith(f"reusing warm pool {first.name}") for e in events)
+    # ...which its warm processes hold for their agents: aiohttp's extension is mapped in each
+    warm = [p for p in _warm_processes(first.name) if p.info["cmdline"][1:3] == ["-m", "shipyard.runtime.warm"]]
+    assert len(warm) == 2 and all("/aiohttp/" in Path(f"/proc/{p.pid}/maps").read_text() for p in warm)
     est.update(keep_alive_period_in_seconds=0)
     assert _wait_for(lambda: not _warm_processes(first.name))
 

@@ -143,3 +143,16 @@ def test_a_job_bringing_its_own_copy_of_a_preloaded_package_is_seen(tmp_path):
     import zipfile  # noqa: F401
 
     assert zygote.shadowed([site, code, tmp_path / "missing"]) == {"json", "zipfile"}
+
+
+def test_what_a_zygote_forgot_is_no_reason_to_start_cold(tmp_path, monkeypatch):
+    """A warm instance's agent holds its storage client, the job's zygote does not (warm.py keep_only): a job
+    bringing its own copy of one of those packages still forks from the zygote."""
+    site = tmp_path / "site-packages"
+    (site / "json").mkdir(parents=True)
+    (site / "zipfile.py").write_text("")
+    import json  # noqa: F401  (loaded here, in the agent)
+    import zipfile  # noqa: F401
+
+    monkeypatch.setattr(zygote, "HELD", frozenset({"zipfile", "os"}))
+    assert zygote.shadowed([site]) == {"zipfile"}

@@ -54,6 +54,8 @@ else:
     record = {
         "preloaded": PRELOADED,
         "modules": sorted(m for m in MODULES_AT_START if m == "pollutant" or "warm_probe" in m),
+        # the storage client the warm process preloads for its agents, not for the job
+        "storage_client": sorted({m.partition(".")[0] for m in MODULES_AT_START} & {"s3fs", "aiobotocore", "aiohttp"}),
         "mp_main_is_main": sys.modules.get("__mp_main__") in (None, sys.modules["__main__"]),
         "litter": {path: os.path.exists(path) for path in LITTER},
         "cache": sorted(os.listdir(cache)),

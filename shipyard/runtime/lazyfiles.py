@@ -275,13 +275,7 @@ class LazyChannel:
         while True:
             tries += 1
             try:
-                # one GET of exactly the range, guarded by the listing's ETag (S3)
-                with transfer.open_listed(self.fs, path, entry.size, entry.identity, cache_type="none") as src:
-                    src.seek(start)
-                    data = src.read(end - start)
-                if len(data) != end - start:
-                    raise OSError(f"it ended at byte {start + len(data)}, but was listed with {entry.size} bytes "
-                                  "(changed while it was read?)")
+                data = transfer.read_listed(self.fs, path, entry.size, entry.identity, start, end)
                 break
             except Exception as exc:  # s3fs, botocore and aiohttp errors share no base class
                 if _gone(exc) or time.monotonic() + delay > deadline:

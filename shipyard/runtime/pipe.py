@@ -79,6 +79,7 @@ class _Part:
     fs: object = None
     path: str = ""
     size: int | None = None          # from the listing; None until asked (an augmented '-ref')
+    identity: str = ""               # the listing's ETag: a range of an object changed since is refused
     data: bytes | None = None        # an inline attribute's bytes
     error: StorageError | None = None  # why its size could not be learned
 
@@ -91,8 +92,7 @@ def _source(channel: ChannelSource) -> tuple[Iterable, Callable[[object], list[_
     """The channel's items (what an epoch orders and shards) and the parts each item streams."""
     if channel.s3_data_type == "ManifestFile":
         prefix, keys = read_manifest(channel.uri)
-        sizes = check_objects(prefix, keys)
-        return keys, _objects_in(prefix, sizes)
+        return keys, _objects_in(prefix, check_objects(prefix, keys))
     if channel.s3_data_type == "AugmentedManifestFile":
         names = channel.attribute_names
         lines = read_augmented(channel.uri, names)
@@ -101,14 +101,16 @@ def _source(channel: ChannelSource) -> tuple[Iterable, Callable[[object], list[_
     fs, root = filesystem(channel.uri)
     listed = _Listed(transfer.pages(fs, root, FIRST_PAGE))
     if listed.keys:
-        return listed, _objects_in(channel.uri, listed.sizes)
+        return listed, _objects_in(channel.uri, listed.objects)
     try:  # a prefix naming one object, as File mode allows
-        sizes = {posixpath.basename(root): fs.size(root)} if fs.isfile(root) else {}
+        info = fs.info(root) if fs.isfile(root) else None
     except OSError as exc:
         raise StorageError(f"could not list {channel.uri}: {exc}") from exc
-    if not sizes:
+    if info is None:
         raise StorageError(f"no objects under {channel.uri}; check the channel's URI")
-    return list(sizes), _objects_in(channel.uri[: len(channel.uri) - len(posixpath.basename(root))], sizes)
+    name = posixpath.basename(root)
+    return [name], _objects_in(channel.uri[: len(channel.uri) - len(name)],
+                               {name: (int(info.get("size") or 0), transfer.identity(info))})
 
 
 class _Listed:
@@ -117,7 +119,7 @@ class _Listed:
 
     def __init__(self, pages: Iterator[dict[str, tuple[int, str]]]) -> None:
         self.keys: list[str] = []
-        self.sizes: dict[str, int] = {}
+        self.objects: dict[str, tuple[int, str]] = {}   # key: (size, identity)
         self._pages = pages
         self._next_page()
 
@@ -126,7 +128,7 @@ class _Listed:
         if page is None:
             return False
         self.keys.extend(page)
-        self.sizes.update((key, size) for key, (size, _) in page.items())
+        self.objects.update(page)
         return True
 
     def __iter__(self) -> Iterator[str]:
@@ -136,10 +138,10 @@ class _Listed:
             i += 1
 
 
-def _objects_in(prefix: str, sizes: dict[str, int]) -> Callable[[str], list[_Part]]:
+def _objects_in(prefix: str, listed: dict[str, tuple[int, str]]) -> Callable[[str], list[_Part]]:
     fs, root = filesystem(prefix)
     root = root.rstrip("/")
-    return lambda key: [_Part(key, fs, f"{root}/{key}", sizes[key])]
+    return lambda key: [_Part(key, fs, f"{root}/{key}", *listed[key])]
 
 
 def _attribute(uri: str) -> _Part:
@@ -359,10 +361,11 @@ class PipeStreamer:
             raise part.error
         if part.size is None:
             try:
-                part.size = int(self._retried(part, 0, lambda: part.fs.size(part.path)))
+                info = self._retried(part, 0, lambda: part.fs.info(part.path))
             except StorageError as exc:
                 part.error = exc
                 raise
+            part.size, part.identity = int(info.get("size") or 0), transfer.identity(info)
         return part.size
 
     def _ranges(self, parts: Iterator[_Part]) -> Iterator[tuple[_Part, int, int]]:
@@ -383,14 +386,8 @@ class PipeStreamer:
                 start, step = end, self.chunk_size
 
     def _fetch(self, part: _Part, start: int, end: int) -> bytes:
-        def read() -> bytes:
-            data = part.fs.cat_file(part.path, start=start, end=end)
-            if len(data) != end - start:
-                raise StorageError(f"it ended at byte {start + len(data)} but was listed with {part.size} bytes "
-                                   "(changed while it streamed?)")
-            return data
-
-        return self._retried(part, start, read)
+        return self._retried(part, start, lambda: transfer.read_listed(part.fs, part.path, part.size or 0,
+                                                                       part.identity, start, end))
 
     def _result(self, future: Future) -> bytes:
         while True:

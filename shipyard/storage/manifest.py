@@ -68,22 +68,22 @@ def _check_key(uri: str, index: int, key: object) -> None:
                            "keys must be relative to it, without '..' or a leading '/'")
 
 
-def listing(prefix: str) -> dict[str, int]:
-    """{key relative to `prefix`: size} of every object under it (a folder-like prefix), sorted by key, in
-    one listing; {} when there are none."""
-    return {key: size for page in pages(*filesystem(prefix)) for key, (size, _) in page.items()}
+def listing(prefix: str) -> dict[str, tuple[int, str]]:
+    """{key relative to `prefix`: (size, identity)} of every object under it (a folder-like prefix), sorted
+    by key, in one listing; {} when there are none."""
+    return {key: listed for page in pages(*filesystem(prefix)) for key, listed in page.items()}
 
 
-def check_objects(prefix: str, keys: Sequence[str]) -> dict[str, int]:
-    """{key: size} for `keys` under `prefix`, from one listing; StorageError naming the first key (in the
-    given order) that is not there."""
-    sizes = listing(prefix)
-    missing = [key for key in keys if key not in sizes]
+def check_objects(prefix: str, keys: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """{key: (size, identity)} for `keys` under `prefix`, from one listing; StorageError naming the first key
+    (in the given order) that is not there."""
+    listed = listing(prefix)
+    missing = [key for key in keys if key not in listed]
     if missing:
         more = f" ({len(missing)} of {len(keys)} keys are missing)" if len(missing) > 1 else ""
         raise StorageError(f"manifest object {prefix}{missing[0]} does not exist{more}; fix the manifest or "
                            "upload the objects")
-    return {key: sizes[key] for key in keys}
+    return {key: listed[key] for key in keys}
 
 
 def read_augmented(uri: str, attribute_names: Sequence[str]) -> list[dict]:

@@ -68,7 +68,7 @@ def listing(uri: str) -> Listing:
     try:
         if fs.isfile(root):
             info = fs.info(root)
-            return fs, root, True, {posixpath.basename(root): (int(info.get("size") or 0), _identity(info))}
+            return fs, root, True, {posixpath.basename(root): (int(info.get("size") or 0), identity(info))}
         if not fs.exists(root):
             raise StorageError(f"{uri} does not exist")
     except OSError as exc:
@@ -95,7 +95,7 @@ def pages(fs, root: str, first: int = PAGE) -> Iterator[dict[str, tuple[int, str
         # Zero-byte "folder" markers some S3 tools create are not objects anyone wants.
         if info.get("type") == "directory" or name.endswith("/") or not name.startswith(prefix):
             continue
-        objects[name[len(prefix):]] = (int(info.get("size") or 0), _identity(info))
+        objects[name[len(prefix):]] = (int(info.get("size") or 0), identity(info))
     if objects:
         yield dict(sorted(objects.items()))
 
@@ -107,7 +107,7 @@ def _s3_pages(fs, prefix: str, first: int) -> Iterator[dict[str, tuple[int, str]
     request = {"Bucket": bucket, "Prefix": start, "MaxKeys": first}
     while True:
         page = fs.call_s3("list_objects_v2", **request)
-        objects = {item["Key"][len(start):]: (int(item.get("Size") or 0), _identity(item))
+        objects = {item["Key"][len(start):]: (int(item.get("Size") or 0), identity(item))
                    for item in page.get("Contents", ()) if not item["Key"].endswith("/")}
         if objects:
             yield objects
@@ -116,7 +116,8 @@ def _s3_pages(fs, prefix: str, first: int) -> Iterator[dict[str, tuple[int, str]
         request.update(ContinuationToken=page["NextContinuationToken"], MaxKeys=PAGE)
 
 
-def _identity(info: dict) -> str:
+def identity(info: dict) -> str:
+    """What tells whether an object changed since it was listed: its ETag, else a modification time."""
     return str(info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or "")
 
 
@@ -247,6 +248,18 @@ def open_listed(fs, path: str, size: int, identity: str, **how):
         if identity and hasattr(src, "read_kw"):   # s3fs sends If-Match itself only after a HEAD of its own
             src.read_kw = {**src.read_kw, "IfMatch": identity}
     return src
+
+
+def read_listed(fs, path: str, size: int, identity: str, start: int, end: int) -> bytes:
+    """Bytes `start` to `end` of `path` as its listing gave it (`size`, `identity`): one GET of exactly that
+    range, guarded by the listing's ETag on S3; StorageError when fewer come (the object changed)."""
+    with open_listed(fs, path, size, identity, cache_type="none") as src:
+        src.seek(start)
+        data = src.read(end - start)
+    if len(data) != end - start:
+        raise StorageError(f"it ended at byte {start + len(data)} but was listed with {size} bytes (changed "
+                           "since it was listed?)")
+    return data
 
 
 def _reused(key: str, listed: tuple[int, str], target: Path, reuse, record) -> bool:

@@ -57,7 +57,7 @@ def test_a_source_that_stays_dark_fails_the_read_with_eio_naming_channel_and_obj
 def test_an_object_shorter_than_listed_is_never_shown(tmp_path):
     seen = scenario("changed", tmp_path)
     assert seen["errno"] == "EIO"
-    assert "changed while it was read" in seen["errors"][0]
+    assert "changed since it was listed" in seen["errors"][0]
 
 
 @pytest.mark.parametrize("how, error", [("deleted", "FileNotFoundError"), ("replaced", "FileExpired")])

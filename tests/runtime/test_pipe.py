@@ -241,6 +241,25 @@ def test_an_object_changed_mid_stream_ends_the_channel_with_only_right_bytes(tmp
         assert "it ended at byte 2097162 but was listed with 4194304 bytes" in error
 
 
+def test_an_s3_object_replaced_mid_stream_by_one_of_its_size_ends_the_channel_with_only_its_old_bytes(s3, stream):
+    """Every range asks for the listing's ETag: the new object's bytes are refused, never spliced in."""
+    bucket = s3.bucket("replaced")
+    rng = random.Random(3)
+    files = {"a": rng.randbytes(1000), "b": rng.randbytes(4 * 1024 * 1024), "c": rng.randbytes(1000)}
+    for key, body in files.items():
+        s3.put(f"{bucket}/train/{key}", body)
+    streamer, errors, data = stream(_channel(f"{bucket}/train/"), chunk_size=64 * 1024, ahead=2)
+    expected = files["a"] + files["b"] + files["c"]
+    with open(_wait(data / "train_0"), "rb", buffering=0) as reader:
+        got = reader.read(100_000)
+        s3.put(f"{bucket}/train/b", rng.randbytes(len(files["b"])))
+        got += reader.read()
+    assert got == expected[:len(got)] and len(got) < len(expected) - len(files["c"])
+    streamer._thread.join(10)
+    (error,) = errors
+    assert error.startswith("channel train: object b: ") and "4 tries" in error
+
+
 def test_a_read_that_fails_for_a_moment_is_retried_from_the_same_byte(tmp_path, stream, monkeypatch):
     class Waits(tuple):   # BACKOFF, noting each wait before a new try
         taken: list[int] = []

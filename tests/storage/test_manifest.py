@@ -53,7 +53,7 @@ def test_check_objects_names_the_first_missing_key_in_manifest_order(tmp_path):
     (tmp_path / "data" / "a").write_bytes(b"aaa")
     (tmp_path / "data" / "sub" / "b").write_bytes(b"b")
     prefix = f"file://{tmp_path}/data/"
-    assert check_objects(prefix, ["sub/b", "a"]) == {"sub/b": 1, "a": 3}
+    assert {key: size for key, (size, _) in check_objects(prefix, ["sub/b", "a"]).items()} == {"sub/b": 1, "a": 3}
     with pytest.raises(StorageError, match=r"data/z does not exist \(2 of 4 keys are missing\)"):
         check_objects(prefix, ["a", "z", "sub/b", "m"])
     with pytest.raises(StorageError, match="data/z does not exist; fix the manifest"):
@@ -65,7 +65,7 @@ def test_check_objects_lists_the_prefix_once(s3):
     for key in ("a", "b/c", "d"):
         s3.put(f"{bucket}/train/{key}", key.encode())
     s3.put(f"{bucket}/train-other/a", b"not under train/")
-    assert listing(f"{bucket}/train/") == {"a": 1, "b/c": 3, "d": 1}
+    assert {key: size for key, (size, _) in listing(f"{bucket}/train/").items()} == {"a": 1, "b/c": 3, "d": 1}
     from shipyard.storage.uri import filesystem
 
     fs, _ = filesystem(f"{bucket}/train/")
@@ -73,7 +73,9 @@ def test_check_objects_lists_the_prefix_once(s3):
     original = fs.call_s3
     fs.call_s3 = lambda method, **kwargs: calls.append(method) or original(method, **kwargs)  # counts, still lists
     try:
-        assert check_objects(f"{bucket}/train/", ["d", "b/c", "a"]) == {"d": 1, "b/c": 3, "a": 1}
+        found = check_objects(f"{bucket}/train/", ["d", "b/c", "a"])
+        assert list(found) == ["d", "b/c", "a"] and [size for size, _ in found.values()] == [1, 3, 1]
+        assert all(identity.startswith('"') for _, identity in found.values())   # S3's ETags
     finally:
         del fs.call_s3
     assert calls == ["list_objects_v2"]

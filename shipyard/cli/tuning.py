@@ -69,7 +69,10 @@ def _report(description: dict) -> int:
         metric = best["FinalHyperParameterTuningJobObjectiveMetric"]
         click.echo(f"best: {best['TrainingJobName']} {metric['MetricName']}={metric['Value']:.6g} "
                    + " ".join(f"{k}={v}" for k, v in best["TunedHyperParameters"].items()))
-    return 0 if description["HyperParameterTuningJobStatus"] == "Completed" else 1
+    status = description["HyperParameterTuningJobStatus"]
+    if description.get("FailureReason"):
+        click.echo(f"{description['HyperParameterTuningJobName']} {status}: {description['FailureReason']}", err=True)
+    return 0 if status == "Completed" else 1
 
 
 @click.group()

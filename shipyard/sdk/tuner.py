@@ -7,7 +7,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from shipyard.errors import ShipyardError, ValidationError
+from shipyard.errors import ShipyardError, UnexpectedStatusError, ValidationError
 
 
 class ContinuousParameter:
@@ -290,7 +290,12 @@ class HyperparameterTuner:
         return self.latest_tuning_job
 
     def wait(self) -> dict:
-        return self._require().wait()
+        """Block until the tuning job ends; one that Failed raises, as SageMaker's SDK does."""
+        job = self._require()
+        description = job.wait()
+        if description["HyperParameterTuningJobStatus"] == "Failed":
+            raise UnexpectedStatusError(job.name, "Failed", description.get("FailureReason"))
+        return description
 
     def stop_tuning_job(self) -> None:
         self._require().stop()

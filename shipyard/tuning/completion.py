@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 IMPROVEMENT = 0.01
 CONVERGENCE_MIN = 12
+ATTEMPTS = 5   # training jobs that failed, none having succeeded, after which SageMaker fails the tuning job
 
 
 def _improves(value: float, best: float, minimize: bool) -> bool:
@@ -61,3 +62,14 @@ def reason_to_complete(spec, objectives: Sequence[float], elapsed: float, spent:
     if criteria.complete_on_convergence and converged(objectives, minimize):
         return "ConvergenceDetected: the latest trials improved the best by no more than 1 %"
     return None
+
+
+def reason_to_fail(statuses: Sequence[str], total_jobs: int) -> str | None:
+    """Why the tuning job fails now, as SageMaker words it, or None: no training job has succeeded, and
+    ATTEMPTS have failed (or every one it may start, when that is fewer). `statuses`: those of the trials'
+    jobs that ended (a stopped one is no failure: early stopping and Hyperband's pauses stop them)."""
+    failed = sum(status == "Failed" for status in statuses)
+    if "Completed" in statuses or not failed or failed < min(ATTEMPTS, total_jobs):
+        return None
+    return (f"No training job succeeded after {failed} attempts. Please take a look at the training job failures "
+            "to get more details.")

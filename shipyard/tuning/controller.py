@@ -51,6 +51,7 @@ class TuningController:
         # an ended job's no longer change.
         self.ended: dict[str, tuple[float, float | None] | None] = {}
         self.curves: dict[str, list[float]] = {}
+        self.statuses: dict[str, str] = {}   # job -> the status an ended trial's job ended with
         self.costs: dict[str, float] = {}   # job -> what an ended trial cost (with max_cost only)
         self.spent = 0.0                    # what every trial has cost so far (with max_cost only)
 
@@ -69,7 +70,7 @@ class TuningController:
     def step(self) -> bool:
         """One look at every trial, then what follows from it; True once the tuning job has ended."""
         from shipyard.control.reconcile import reconcile
-        from shipyard.tuning.completion import reason_to_complete
+        from shipyard.tuning.completion import reason_to_complete, reason_to_fail
 
         record = self.tuning.get(self.name)
         if record.terminal:
@@ -95,6 +96,11 @@ class TuningController:
                                        end_time=time.time())
                 return True
             return False
+        failure = reason_to_fail(self._ended_statuses(), self.spec.total_jobs())
+        if failure:
+            self._stop_trials(f"the tuning job failed: {failure}")
+            self.tuning.set_status(self.name, "Failed", end_time=time.time(), failure_reason=failure)
+            return True
         for job in running:
             self._watch(configs, job)
         stopping = self._count_costs(jobs)
@@ -126,6 +132,13 @@ class TuningController:
                                          if self.store.exists(trial.job) else None)
         ended = sorted((v for v in self.ended.values() if v is not None), key=lambda v: v[0])
         return [final for _, final in ended if final is not None]
+
+    def _ended_statuses(self) -> list[str]:
+        """The statuses of the trials' jobs that ended (read once each: an ended job's no longer changes)."""
+        for trial in self.tuning.trials(self.name):
+            if trial.state == "ended" and trial.job not in self.statuses and self.store.exists(trial.job):
+                self.statuses[trial.job] = self.store.get_job(trial.job).status
+        return list(self.statuses.values())
 
     def _points(self, trial, spec=None) -> list[dict]:
         """What the trial's job emitted of its definition's objective (of `spec`'s: a parent's)."""

@@ -87,6 +87,15 @@ def test_a_detached_tuning_job_is_followed_from_other_commands(runner, home, tmp
     assert json.loads(runner.invoke(cli, ["tuning", "list", "-o", "json"]).output) == []
 
 
+@pytest.mark.slow
+def test_a_tuning_job_whose_trials_all_fail_exits_1_saying_why(runner, home, tmp_path):
+    tuning = _file(tmp_path, **{"{epochs: 2, epoch-seconds: 0.05}": "{epochs: 1, fail: 1}", "max_jobs: 3": "max_jobs: 2",
+                                "max_parallel_jobs: 3": "max_parallel_jobs: 2"})
+    result = runner.invoke(cli, ["tune", tuning, "--job-name", "cli-fails"])
+    assert result.exit_code == 1, result.output
+    assert "cli-fails Failed: No training job succeeded after 2 attempts." in result.stderr
+
+
 @pytest.mark.parametrize("replace, message", [
     ({"  strategy: Random\n": "  stratgy: Random\n"}, r"key in tuning='stratgy': unknown name; did you mean 'strategy'"),
     ({"width: {min_value: 8, max_value: 64}": "width: {min: 8, max_value: 64}"},

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shipyard import Estimator
-from shipyard.errors import ValidationError
+from shipyard.errors import UnexpectedStatusError, ValidationError
 from shipyard.store import Store
 from shipyard.store.tuning import TuningStore
 from shipyard.tuner import (CategoricalParameter, ContinuousParameter, HyperbandStrategyConfig,
@@ -235,6 +235,20 @@ def test_several_estimators_in_one_tuning_job(home):
     assert [d["DefinitionName"] for d in description["TrainingJobDefinitions"]] == ["sgd", "adam"]
     best = tuner.best_estimator()
     assert best.hyperparameters()["optimizer"] == f'"{description["BestTrainingJob"]["TrainingJobDefinitionName"]}"'
+
+
+def test_a_tuning_job_whose_training_jobs_all_fail_fails_as_sagemakers_does(home):
+    estimator = Estimator(entry_point="objective.py", source_dir=str(SCRIPTS), hyperparameters={"epochs": 1, "fail": 1})
+    tuner = HyperparameterTuner(estimator, "loss", RANGES, metric_definitions=LOSS, objective_type="Minimize",
+                                max_jobs=2, max_parallel_jobs=2)
+    reason = "No training job succeeded after 2 attempts. Please take a look at the training job failures"
+    with pytest.raises(UnexpectedStatusError, match=f"job all-fail ended Failed: {reason}"):
+        tuner.fit(job_name="all-fail")
+    description = tuner.describe()
+    assert description["HyperParameterTuningJobStatus"] == "Failed"
+    assert description["FailureReason"].startswith(reason)
+    assert description["TrainingJobStatusCounters"]["Completed"] == 0
+    assert description["ObjectiveStatusCounters"]["Failed"] == 2
 
 
 def test_a_completion_criterion_ends_the_tuning_job_before_max_jobs(home):

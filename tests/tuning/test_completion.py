@@ -7,7 +7,7 @@ import pytest
 
 from shipyard.spec.job import JobSpec
 from shipyard.spec.tuning import TuningSpec
-from shipyard.tuning.completion import converged, not_improving, reason_to_complete
+from shipyard.tuning.completion import ATTEMPTS, converged, not_improving, reason_to_complete, reason_to_fail
 
 LR = {"kind": "continuous", "name": "lr", "min_value": 1e-4, "max_value": 0.1}
 
@@ -50,3 +50,19 @@ def test_each_criterion_names_itself():
     assert reason_to_complete(_spec(completion_criteria={"complete_on_convergence": True}), flat, 10).startswith(
         "ConvergenceDetected")
     assert reason_to_complete(_spec(max_runtime_in_seconds=120), [], 121) == "MaxRuntimeInSeconds (120 s) reached"
+
+
+@pytest.mark.parametrize("statuses, total_jobs, fails", [
+    (["Failed"] * (ATTEMPTS - 1), 50, False),              # not yet: SageMaker gives it five attempts
+    (["Failed"] * ATTEMPTS, 50, True),
+    (["Failed"] * 2, 2, True),                              # every job it may start failed
+    (["Failed"] * ATTEMPTS + ["Completed"], 50, False),     # one succeeded: the failures are only counted
+    (["Stopped"] * ATTEMPTS, 50, False),                    # stopped (early stopping, Hyperband) is no failure
+    ([], 1, False),
+])
+def test_a_tuning_job_fails_when_its_first_attempts_all_failed(statuses, total_jobs, fails):
+    reason = reason_to_fail(statuses, total_jobs)
+    assert (reason is not None) == fails
+    if fails:
+        assert reason == (f"No training job succeeded after {statuses.count('Failed')} attempts. Please take a look "
+                          "at the training job failures to get more details.")

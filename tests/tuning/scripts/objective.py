@@ -17,7 +17,10 @@ parser.add_argument("--optimizer", type=str, default="sgd")
 parser.add_argument("--epochs", type=int, default=9)
 parser.add_argument("--epoch-seconds", type=float, default=0.05)
 parser.add_argument("--ddp", type=int, default=0)
+parser.add_argument("--fail", type=int, default=0)
 args, _ = parser.parse_known_args()
+if args.fail:
+    raise SystemExit("failing as asked (--fail 1)")
 
 if args.ddp:
     import torch

@@ -373,6 +373,21 @@ class Store:
             rows = db.execute(query + " ORDER BY ts, rowid", args).fetchall()
         return [{"name": r[0], "host": r[1], "ts": r[2], "value": r[3]} for r in rows]
 
+    def metric_series(self, name: str, metric: str | None = None, since: float | None = None) -> dict[str, set[str]]:
+        """{metric: the hosts that emitted it} of a job's metrics (`since`: from points at or after that time),
+        without reading the points."""
+        query, args = "SELECT DISTINCT name, host FROM metrics WHERE job=?", [name]
+        if metric:
+            query, args = query + " AND name=?", [*args, metric]
+        if since is not None:
+            query, args = query + " AND ts>=?", [*args, since]
+        with self._read() as db:
+            rows = db.execute(query, args).fetchall()
+        series: dict[str, set[str]] = {}
+        for metric_name, host in rows:
+            series.setdefault(metric_name, set()).add(host)
+        return series
+
 
     # -- deleting what the store keeps of ended jobs --------------------------------------------
     def delete_job(self, name: str) -> None:

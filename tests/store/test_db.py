@@ -92,3 +92,17 @@ def test_many_processes_write_at_once(tmp_path):
         proc.join(60)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     assert len(Store(tmp_path).events("job-1")) == 200
+
+
+def test_a_jobs_metric_series_are_its_names_and_hosts_without_its_points(tmp_path):
+    store = Store(tmp_path)
+    store.create_job(_spec())
+    store.create_job(_spec("job-2"))
+    store.add_metrics("job-1", [("loss", "algo-1", 10.0, 1.0), ("loss", "algo-1", 20.0, 0.5),
+                                ("loss", "algo-2", 30.0, 0.4), ("accuracy", "algo-1", 5.0, 0.9)])
+    store.add_metrics("job-2", [("loss", "algo-3", 10.0, 1.0)])
+    assert store.metric_series("job-1") == {"loss": {"algo-1", "algo-2"}, "accuracy": {"algo-1"}}
+    assert store.metric_series("job-1", "loss") == {"loss": {"algo-1", "algo-2"}}
+    assert store.metric_series("job-1", since=20.0) == {"loss": {"algo-1", "algo-2"}}
+    assert store.metric_series("job-1", since=25.0) == {"loss": {"algo-2"}}
+    assert store.metric_series("job-3") == {}

@@ -194,11 +194,7 @@ def list_metrics(call: Call, params: dict) -> dict:
     since = None if recent is None else time.time() - RECENT_SECONDS
     metrics = []
     for record in records:
-        series: dict[str, set[str]] = {}
-        for point in call.store.metrics(record.name, params.get("MetricName")):
-            if since is None or point["ts"] >= since:
-                series.setdefault(point["name"], set()).add(point["host"])
-        for name, hosts in sorted(series.items()):
+        for name, hosts in sorted(call.store.metric_series(record.name, params.get("MetricName"), since).items()):
             dimensions = [[{"Name": "TrainingJobName", "Value": record.name}]] + \
                 [[{"Name": "Host", "Value": f"{record.name}/{host}"}] for host in sorted(hosts)]
             metrics += [{"Namespace": NAMESPACE, "MetricName": name, "Dimensions": d} for d in dimensions

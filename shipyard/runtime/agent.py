@@ -250,6 +250,13 @@ class Agent:
                 fastfile.mount_channels, self.config, self.log_fd, self.sealed, lazy=True,
                 on_error=self._channel_failed)
 
+    def _lazy_groups(self) -> tuple[int, ...]:
+        """The lazy channels' fanotify groups, for the entry point to hold too. Were this agent killed, the
+        kernel would answer a read still waiting for its bytes as its group went: the hole's zeros, for the
+        moment before the sandbox's processes are killed. Held by the entry point, the group outlives the
+        agent, and such a read waits until they are."""
+        return tuple(group for group, _, _ in (self.sealed or {}).values())
+
     def _start_streams(self) -> None:
         from shipyard.runtime import pipe
 
@@ -380,7 +387,7 @@ class Agent:
         self.say("running: " + " ".join(argv))
         self.child = zygote.popen(   # forked from the warm instance's zygote when there is one
             argv, cwd=self.layout.code_dir, env=env, stdin=subprocess.DEVNULL,
-            stdout=self.log_fd, stderr=self.log_fd,
+            stdout=self.log_fd, stderr=self.log_fd, pass_fds=self._lazy_groups(),
         )
         if self.stopping:  # SIGTERM arrived between the check and the start
             self.child.send_signal(signal.SIGTERM)

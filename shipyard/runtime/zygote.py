@@ -359,7 +359,8 @@ def _fd(stream, default: int) -> int:
 
 def popen(args, **kwargs):
     """`subprocess.Popen(args, **kwargs)`, or the same command forked from the job's zygote when there is
-    one and the command is a Python one it can become."""
+    one and the command is a Python one it can become (`pass_fds` then does not apply: the zygote holds no
+    descriptor of the agent's)."""
     argv = [str(a) for a in args]
     if os.environ.get(ENV_SOCKET) and forkable(argv):
         return ZygoteProcess(argv, cwd=str(kwargs.get("cwd") or os.getcwd()), env=kwargs.get("env") or dict(os.environ),

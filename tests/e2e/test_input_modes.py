@@ -221,6 +221,13 @@ def test_fastfile_mount_goes_with_a_killed_agent(kind, home, tmp_path, wait_for_
               and "bwrap" not in command[0] and "shipyard.runtime.agent" in command
               and any(str(job_dir) in part for part in command)]
     assert len(agents) == 1
+    if kind == "lazy files":
+        # The script holds the channel's fanotify group too: with the agent gone, a read still waiting for
+        # its bytes keeps waiting until the sandbox's processes are killed, rather than get a hole's zeros.
+        (script,) = [p for p in psutil.process_iter(["cmdline"]) if "input_probe.py" in (p.info["cmdline"] or [])
+                     and any(str(job_dir) in f.path for f in p.open_files())]
+        assert "anon_inode:[fanotify]" in {os.readlink(f"/proc/{script.pid}/fd/{fd}")
+                                           for fd in os.listdir(f"/proc/{script.pid}/fd")}
     agents[0].kill()
     deadline = time.monotonic() + 60
     while est.latest_training_job.describe()["TrainingJobStatus"] == "InProgress" and time.monotonic() < deadline:

@@ -12,8 +12,9 @@ job could fail after training finished. Two steps, both at exit:
   open files and leaves with os._exit(0) once every other atexit handler has run. Any other ending
   goes through the normal teardown, so its exit status is always the interpreter's own.
 
-gloo only: destroying an NCCL group may wait for peers still in a collective. Installed by the injected
-sitecustomize before anything else, so these handlers run after every handler the script registers."""
+gloo only (also under SMDDP's name on a machine without GPUs): destroying an NCCL group may wait for
+peers still in a collective. Installed by the injected sitecustomize before anything else, so these handlers
+run after every handler the script registers."""
 
 from __future__ import annotations
 
@@ -64,10 +65,21 @@ def _watch_init(module) -> None:
 def _destroy_gloo_group() -> None:
     dist = sys.modules.get("torch.distributed")
     try:
-        if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo":
+        if dist is not None and dist.is_available() and dist.is_initialized() and _on_gloo(dist):
             dist.destroy_process_group()
     except Exception:
         pass  # the process is exiting: nothing better to do
+
+
+def _on_gloo(dist) -> bool:
+    """The default group's collectives are gloo's: a "gloo" group, or one under another name that gloo
+    carries on a machine without GPUs (SMDDP's "smddp" there)."""
+    if dist.get_backend() == "gloo":
+        return True
+    import torch
+
+    return not torch.cuda.is_available() and isinstance(dist.group.WORLD._get_backend(torch.device("cpu")),
+                                                        dist.ProcessGroupGloo)
 
 
 def _leave_cleanly() -> None:

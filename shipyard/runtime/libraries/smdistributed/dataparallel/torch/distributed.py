@@ -14,6 +14,7 @@ import torch.distributed as _dist
 
 from shipyard.errors import ValidationError
 from shipyard.parallel import smddp
+from shipyard.runtime import process_group_exit
 
 group = _dist.group
 is_initialized = _dist.is_initialized
@@ -42,6 +43,7 @@ def init_process_group(backend: str | None = None, timeout=None) -> None:
         raise ValidationError(call, ..., "this process was not started as a rank of a distributed job (no RANK and "
                                          "WORLD_SIZE in its environment): run it with distribution={'smdistributed': "
                                          "{'dataparallel': {'enabled': True}}}, or check is_available() first")
+    process_group_exit.install(at_start=False)  # as shipyard.parallel.init(): scripts run outside a job too
     smddp.register()
     _dist.init_process_group(backend=smddp.NAME, **({} if timeout is None else {"timeout": timeout}))
 

@@ -41,6 +41,17 @@ def test_importing_torch_smddp_registers_a_backend_served_by_gloo():
     assert total.item() == 2.0
 
 
+def test_an_smddp_group_on_cpu_is_ended_at_exit_as_a_gloo_one():
+    """The exit guard (runtime/process_group_exit.py) destroys it before the interpreter's teardown, which
+    could abort the process after training; it used to pass over any group not named 'gloo'."""
+    from shipyard.runtime import process_group_exit
+
+    smddp.register()
+    dist.init_process_group(backend="smddp", store=dist.HashStore(), rank=0, world_size=1)
+    process_group_exit._destroy_gloo_group()
+    assert not dist.is_initialized()
+
+
 def test_legacy_init_outside_a_distributed_job_says_how_to_run_it(monkeypatch):
     sdp = importlib.import_module("smdistributed.dataparallel.torch.distributed")
     monkeypatch.delenv("RANK", raising=False)

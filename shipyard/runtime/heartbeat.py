@@ -155,7 +155,7 @@ def install() -> None:
         return
     os.makedirs(directory, exist_ok=True)
     beat = Heartbeat(directory)
-    _step_listeners.append(beat.step)
+    add_step_listener(beat.step)   # hooked as torch.optim is imported: every step counted, the first too
     threading.Thread(target=beat.run, name="shipyard-heartbeat", daemon=True).start()
 
 

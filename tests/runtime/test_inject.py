@@ -61,6 +61,21 @@ def test_a_busy_child_does_not_hide_a_main_thread_stuck_elsewhere(tmp_path):
     assert beat["time"] - beat["progress_time"] > 1.5, beat
 
 
+def test_a_ranks_first_optimizer_steps_are_counted_before_its_next_heartbeat(tmp_path):
+    """The step hook is registered as torch.optim is imported, not at the next beat: a script whose first
+    steps came before it (a fast machine's first 2 s) was said to hang at 'last optimizer step 0'."""
+    env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_HEARTBEAT_DIR": str(tmp_path), "RANK": "0",
+           "SHIPYARD_HEARTBEAT_INTERVAL": "600"}   # one beat, at the start: the next one never comes
+    script = ("import torch\n"
+              "from shipyard.runtime import heartbeat\n"
+              "model = torch.nn.Linear(2, 1)\n"
+              "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "for _ in range(3):\n    model(torch.ones(1, 2)).sum().backward()\n    optimizer.step()\n"
+              "print('steps:', heartbeat._step_listeners[0].__self__.steps)\n")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "steps: 3" in done.stdout, done.stdout + done.stderr
+
+
 def test_a_jobs_gloo_group_is_destroyed_at_exit(tmp_path):
     """A script that never calls destroy_process_group(): the group goes while the interpreter is whole."""
     env = {**os.environ, "PYTHONPATH": str(INJECT), "SHIPYARD_INSTANCE_DIR": str(tmp_path)}

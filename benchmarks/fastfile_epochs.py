@@ -89,7 +89,7 @@ def lazy_files(source: Path, work: Path, names, count, expected) -> list[float]:
     view.mkdir()
     group, beneath, scratch = lazyfiles.make_view(view, work / "scratch")
     fs, root, _, objects = transfer.listing(str(source))
-    channel = lazyfiles.LazyChannel(group, "bench", beneath, scratch, fs, root, objects, cache_bytes=1 << 50,
+    channel = lazyfiles.LazyChannel(group, "bench", beneath, scratch, fs, root, [objects], cache_bytes=1 << 50,
                                     on_error=print)
     try:
         return epochs(view, names, 1 + count, expected, "lazy files")

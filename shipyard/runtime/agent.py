@@ -154,7 +154,8 @@ class Agent:
 
     # -- steps ------------------------------------------------------------------------------
     def fetch_code(self, env: TrainingEnvironment) -> None:
-        from shipyard.storage import archive, transfer
+        from shipyard.storage import archive
+        from shipyard.storage.uri import is_local, local_path
 
         code_dir = self.layout.code_dir
         if self.config.algorithm:   # a built-in algorithm's image brings its program
@@ -164,8 +165,15 @@ class Agent:
             return
         code_dir.mkdir(parents=True, exist_ok=True)
         uri = env.module_dir
+        archived = uri.endswith((".tar.gz", ".tgz"))
+        if archived and is_local(uri):   # extracted where it is: no copy, and no fsspec import (0.03 s cold)
+            count = archive.safe_extract(Path(local_path(uri)), code_dir)
+            self.say(f"code: {count} files extracted from {uri}")
+            return
+        from shipyard.storage import transfer
+
         progress = TransferProgress(self, "download", "code")
-        if not uri.endswith((".tar.gz", ".tgz")):
+        if not archived:
             transfer.download(uri, code_dir, progress=progress)
             return
         staging = Path(self.config.instance_dir) / "code-download"
@@ -209,12 +217,13 @@ class Agent:
         """(base URI, this host's keys under it, its listing): the prefix's objects, or the manifest's."""
         from shipyard.runtime.pipe import epoch_items
         from shipyard.storage import manifest, transfer
+        from shipyard.storage.uri import reader
 
         if channel.s3_data_type == "ManifestFile":
             uri, keys = manifest.read_manifest(channel.uri)
-            listed = transfer.listing(uri)
+            listed = transfer.listing(uri, reader)
         else:
-            uri, listed = channel.uri, transfer.listing(channel.uri)
+            uri, listed = channel.uri, transfer.listing(channel.uri, reader)
             keys = list(listed[3])
         return uri, epoch_items(keys, 0, channel.shuffle_seed, *self.config.share(channel),
                                 sharded=channel.distribution == "ShardedByS3Key"), listed
@@ -223,24 +232,26 @@ class Agent:
         """FastFile channels mounted (unless a warm instance mounted them already) and their lazy files made,
         file systems shown (the sandbox binds them; without one, a link). Pipe channels started streaming
         earlier."""
-        from shipyard.runtime import fastfile
-
         if isinstance(self.mounts, Exception):
             error, self.mounts = self.mounts, []
             raise error
-        if self.mounts is None:
+        if self.mounts is None and any(c.input_mode == "FastFile" for c in self.config.channels):
+            from shipyard.runtime import fastfile
+
             self.mounts = fastfile.mount_channels(self.config, self.log_fd, self.sealed, lazy=False)
         for channel in self.config.channels:
             if channel.file_system_type and not self.config.sandboxed:
                 link = self.layout.channel_dir(channel.name)
                 link.rmdir()
                 link.symlink_to(channel.uri, target_is_directory=True)
-        for mount in [*self.mounts, *(self.lazy.result() if self.lazy else [])]:
+        for mount in [*(self.mounts or []), *(self.lazy.result() if self.lazy else [])]:
             self.say(f"channel {mount.channel}: mounted (FastFile, {mount.kind})")
 
     def _start_lazy_files(self) -> None:
         """Lazy files list their channels and make their files while the code comes (a cold instance makes
         their groups and views here, a warm one's job made them before it dropped its capabilities)."""
+        if not any(c.input_mode == "FastFile" for c in self.config.channels):
+            return
         from shipyard.runtime import fastfile
 
         if self.sealed is None:
@@ -258,10 +269,12 @@ class Agent:
         return tuple(group for group, _, _ in (self.sealed or {}).values())
 
     def _start_streams(self) -> None:
-        from shipyard.runtime import pipe
+        channels = [c for c in self.config.channels if c.input_mode == "Pipe"]
+        if channels:   # imported only then: 0.012 s of every other cold start
+            from shipyard.runtime import pipe
 
-        self.streams = [pipe.start(c, self.layout.input_data_dir, *self.config.share(c),
-                                   self._channel_failed) for c in self.config.channels if c.input_mode == "Pipe"]
+            self.streams = [pipe.start(c, self.layout.input_data_dir, *self.config.share(c), self._channel_failed)
+                            for c in channels]
 
     def _restart_streams(self) -> None:
         """The script starts over when this instance rejoins: so do its Pipe channels, at epoch 0, with the

@@ -208,15 +208,16 @@ class LazyMount:
     def __init__(self, channel, group: int, beneath: int, scratch: int, share, on_error) -> None:
         from shipyard.runtime import lazyfiles
         from shipyard.storage import transfer
+        from shipyard.storage.uri import reader
 
         self.channel = channel.name
-        fs, root, single, objects = transfer.listing(channel.uri)
+        fs, root, single, pages = transfer.paged_listing(channel.uri, reader)
         if single:   # the URI names one object: its folder is the prefix
             root = root.rsplit("/", 1)[0]
-        keys = share(list(objects))
-        if keys is not None:
-            objects = {key: objects[key] for key in keys}
-        self.served = lazyfiles.LazyChannel(group, channel.name, beneath, scratch, fs, root, objects,
+        if channel.distribution == "ShardedByS3Key":   # this host's share needs every key
+            objects = {key: value for page in pages for key, value in page.items()}
+            pages = iter([{key: objects[key] for key in share(list(objects))}])
+        self.served = lazyfiles.LazyChannel(group, channel.name, beneath, scratch, fs, root, pages,
                                             cache_bytes=_cache_mb() << 20, on_error=on_error)
 
     def stop(self) -> None:

@@ -24,10 +24,11 @@ import errno
 import os
 import select
 import struct
+import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -149,34 +150,40 @@ class LazyChannel:
     the same mount as `beneath`, outside the view, where an evicted file's empty successor is made."""
 
     def __init__(self, group: int, channel: str, beneath: int, scratch: int, fs, prefix: str,
-                 objects: dict[str, tuple[int, str]], *, cache_bytes: int, on_error: Callable[[str], None]) -> None:
+                 pages: Iterable[dict[str, tuple[int, str]]], *, cache_bytes: int,
+                 on_error: Callable[[str], None]) -> None:
         self.group, self.channel, self.beneath, self.scratch = group, channel, beneath, scratch
         self.fs, self.prefix = fs, prefix
         self.cache_bytes, self.on_error = cache_bytes, on_error
         self._lock = threading.Lock()
-        self._order = [_File(key, size, identity, i) for i, (key, (size, identity)) in enumerate(objects.items())]
+        self._order: list[_File] = []
         self._files: dict[tuple[int, int], _File] = {}
         self._cached: OrderedDict[int, _File] = OrderedDict()   # complete files by position, oldest first
         self._cached_bytes = 0
         self._reported: set[str] = set()
-        self._make()
+        self._make(pages)
         self._fetchers = ThreadPoolExecutor(WORKERS, thread_name_prefix=f"lazy-{channel}-get")
         self._readers = ThreadPoolExecutor(4 * WORKERS, thread_name_prefix=f"lazy-{channel}-read")
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name=f"lazy-{channel}", daemon=True)
         self._thread.start()
 
-    def _make(self) -> None:
-        """Every object's file at its full size without its bytes (an empty one with its ignore mark)."""
+    def _make(self, pages: Iterable[dict[str, tuple[int, str]]]) -> None:
+        """Every object's file at its full size without its bytes (an empty one with its ignore mark), a page
+        of the listing at a time (the next one may be being listed meanwhile)."""
         made: set[str] = set()
-        for entry in self._order:
-            parent = os.path.dirname(entry.key)
-            if parent and parent not in made:
-                os.makedirs(f"/proc/self/fd/{self.beneath}/{parent}", exist_ok=True)
-                made.add(parent)
-            self._create(entry, entry.key, self.beneath)
-            if not entry.size:
-                _ignore(self.group, self.beneath, entry.key)
+        for page in pages:
+            first = len(self._order)
+            self._order.extend(_File(key, size, identity, first + i)
+                               for i, (key, (size, identity)) in enumerate(page.items()))
+            for entry in self._order[first:]:
+                parent = os.path.dirname(entry.key)
+                if parent and parent not in made:
+                    os.makedirs(f"/proc/self/fd/{self.beneath}/{parent}", exist_ok=True)
+                    made.add(parent)
+                self._create(entry, entry.key, self.beneath)
+                if not entry.size:
+                    _ignore(self.group, self.beneath, entry.key)
 
     def _create(self, entry: _File, name: str, directory: int) -> None:
         """`entry`'s file at its full size without its bytes, as `name` in `directory`. Writable by its
@@ -322,11 +329,13 @@ class LazyChannel:
 
 
 def _gone(exc: Exception) -> bool:
-    """The object was deleted, or changed since it was listed (its If-Match refused: s3fs's FileExpired):
-    trying again cannot help. (s3fs raises a 503 as EBUSY too: that one is worth waiting out.)"""
-    from s3fs.utils import FileExpired
+    """The object was deleted, or changed since it was listed (its If-Match refused: s3lite's ObjectChanged,
+    s3fs's FileExpired): trying again cannot help. (s3fs raises a 503 as EBUSY too: worth waiting out.)"""
+    from shipyard.storage.s3lite import ObjectChanged
 
-    return isinstance(exc, (FileNotFoundError, FileExpired))
+    s3fs = sys.modules.get("s3fs.utils")   # imported where s3fs serves the channel
+    expired = (s3fs.FileExpired,) if s3fs is not None else ()
+    return isinstance(exc, (FileNotFoundError, ObjectChanged, *expired))
 
 
 def _span(info: bytes) -> tuple[int, int] | None:

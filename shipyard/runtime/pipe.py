@@ -38,7 +38,7 @@ from shipyard.errors import StorageError, ValidationError
 from shipyard.runtime.config import ChannelSource
 from shipyard.storage import transfer
 from shipyard.storage.manifest import check_objects, read_augmented, read_manifest
-from shipyard.storage.uri import filesystem
+from shipyard.storage.uri import reader
 
 CHUNK = 8 * 1024 * 1024
 FIRST_PAGE = 100            # keys in the listing's first page: the first epoch starts on it
@@ -98,7 +98,7 @@ def _source(channel: ChannelSource) -> tuple[Iterable, Callable[[object], list[_
         lines = read_augmented(channel.uri, names)
         return lines, lambda line: [_attribute(line[name]) if name.endswith("-ref") else
                                     _Part(f"{name} (inline)", data=_inline(line[name])) for name in names]
-    fs, root = filesystem(channel.uri)
+    fs, root = reader(channel.uri)
     listed = _Listed(transfer.pages(fs, root, FIRST_PAGE))
     if listed.keys:
         return listed, _objects_in(channel.uri, listed.objects)
@@ -139,13 +139,13 @@ class _Listed:
 
 
 def _objects_in(prefix: str, listed: dict[str, tuple[int, str]]) -> Callable[[str], list[_Part]]:
-    fs, root = filesystem(prefix)
+    fs, root = reader(prefix)
     root = root.rstrip("/")
     return lambda key: [_Part(key, fs, f"{root}/{key}", *listed[key])]
 
 
 def _attribute(uri: str) -> _Part:
-    fs, path = filesystem(uri)
+    fs, path = reader(uri)
     return _Part(uri, fs, path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import itertools
 import os
 import posixpath
 import re
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from shipyard.errors import StorageError, ValidationError
 from shipyard.storage.uri import filesystem, storage_problem
@@ -56,24 +58,43 @@ def _speaks(fs, protocol: str) -> bool:
 
 
 Listing = tuple[object, str, bool, dict[str, tuple[int, str]]]
+T = TypeVar("T")
 
 
-def listing(uri: str) -> Listing:
+def listing(uri: str, opener: Callable = filesystem) -> Listing:
     """(fs, root, root is a single file, {relative key: (size, identity)}) for everything under `uri`. The
-    identity (an ETag, else a modification time) tells whether an object changed since it was copied."""
-    fs, root = filesystem(uri)
-    objects = {key: value for page in pages(fs, root) for key, value in page.items()}
-    if objects:
-        return fs, root, False, objects
+    identity (an ETag, else a modification time) tells whether an object changed since it was copied.
+    `opener`: what gives (fs, root) for `uri` (uri.reader: a file system for reads only)."""
+    fs, root, single, listed = paged_listing(uri, opener)
+    return fs, root, single, {key: value for page in listed for key, value in page.items()}
+
+
+def paged_listing(uri: str, opener: Callable = filesystem) -> tuple[object, str, bool, Iterator[dict]]:
+    """listing's, the objects a page at a time, each next page listed while the one before is used (lazy
+    files make a page's files meanwhile)."""
+    fs, root = opener(uri)
+    listed = _ahead(pages(fs, root))
+    first = next(listed, None)
+    if first is not None:
+        return fs, root, False, itertools.chain([first], listed)
     try:
         if fs.isfile(root):
             info = fs.info(root)
-            return fs, root, True, {posixpath.basename(root): (int(info.get("size") or 0), identity(info))}
+            return fs, root, True, iter([{posixpath.basename(root): (int(info.get("size") or 0), identity(info))}])
         if not fs.exists(root):
             raise StorageError(f"{uri} does not exist")
     except OSError as exc:
         raise StorageError(f"could not list {uri}: {exc}") from exc
-    return fs, root, False, {}
+    return fs, root, False, iter([])
+
+
+def _ahead(items: Iterator[T]) -> Iterator[T]:
+    """`items`, each next one fetched in a thread while the one before is used."""
+    with ThreadPoolExecutor(1, thread_name_prefix="listing") as pool:
+        coming = pool.submit(next, items, None)
+        while (item := coming.result()) is not None:
+            coming = pool.submit(next, items, None)
+            yield item
 
 
 def pages(fs, root: str, first: int = PAGE) -> Iterator[dict[str, tuple[int, str]]]:
@@ -241,7 +262,10 @@ def download(
 def open_listed(fs, path: str, size: int, identity: str, **how):
     """`path` on `fs` open for reading as its listing gave it (`size`, `identity`): no HEAD first, and on S3
     every range read asks for the listing's ETag, so an object changed since fails the read (s3fs's
-    FileExpired) rather than mixing old bytes and new. `how`: more of fs.open's options."""
+    FileExpired, s3lite's ObjectChanged) rather than mixing old bytes and new. `how`: more of fs.open's
+    options."""
+    if hasattr(fs, "open_listed"):   # storage/s3lite.py's client: a GET per read, with If-Match
+        return fs.open_listed(path, size, identity)
     src = fs.open(path, "rb", block_size=CHUNK, size=size, **how)
     if not _speaks(fs, "file"):
         src.details = {"name": path, "type": "file", "size": size, "ETag": identity}

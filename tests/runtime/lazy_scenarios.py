@@ -20,15 +20,16 @@ from fsspec.implementations.local import LocalFileSystem
 from s3fs.utils import FileExpired
 
 from shipyard.runtime import lazyfiles, namespace
+from shipyard.storage.s3lite import ObjectChanged
 
 CHUNK = 64 * 1024
 
 
 class Source(LocalFileSystem):
     """The bucket: every ranged read recorded; the first `failures` raise as a 503 does, `short` ones lose a
-    byte, `expired` ones raise as a refused If-Match does."""
+    byte, every one raises `expired` (s3fs's or s3lite's error for a refused If-Match) when it is given."""
 
-    def __init__(self, failures: float = 0, short: bool = False, expired: bool = False) -> None:
+    def __init__(self, failures: float = 0, short: bool = False, expired: type | None = None) -> None:
         super().__init__(skip_instance_cache=True)
         self.reads: list[tuple[str, int]] = []
         self.failures, self.short, self.expired = failures, short, expired
@@ -59,7 +60,7 @@ class _Reader:
             self.source.failures -= 1
             raise OSError(errno.EBUSY, "Service Unavailable")   # what s3fs makes of a 503
         if self.source.expired:
-            raise FileExpired(self.name, '"0123"')
+            raise self.source.expired(self.name, '"0123"')
         data = self.file.read(size)
         return data[:-1] if self.source.short else data
 
@@ -81,7 +82,7 @@ def serve(root: Path, source: Source, objects: dict[str, bytes], cache_bytes: in
     group, beneath, scratch = lazyfiles.make_view(view, root / "scratch")
     errors: list[str] = []
     listed = {key: (len(body), "") for key, body in sorted(objects.items())}
-    channel = lazyfiles.LazyChannel(group, "train", beneath, scratch, source, str(root / "source"), listed,
+    channel = lazyfiles.LazyChannel(group, "train", beneath, scratch, source, str(root / "source"), [listed],
                                     cache_bytes=cache_bytes, on_error=errors.append)
     asked = []
     answer = channel._answer
@@ -153,7 +154,7 @@ def changed(root: Path) -> dict:
 
 
 def gone(root: Path, how: str) -> dict:
-    source = Source(expired=how == "changed")
+    source = Source(expired={"changed": FileExpired, "changed-s3lite": ObjectChanged}.get(how))
     view, channel, errors, _ = serve(root, source, {"blob.bin": body(CHUNK, 4)})
     if how == "deleted":
         (root / "source" / "blob.bin").unlink()
@@ -183,6 +184,7 @@ def bounded(root: Path) -> dict:
 SCENARIOS = {"lazily": lazily, "dark_then_back": lambda root: dark(root, 3),
              "dark": lambda root: dark(root, float("inf")), "changed": changed,
              "deleted": lambda root: gone(root, "deleted"), "replaced": lambda root: gone(root, "changed"),
+             "replaced-s3lite": lambda root: gone(root, "changed-s3lite"),
              "bounded": bounded}
 
 if __name__ == "__main__":

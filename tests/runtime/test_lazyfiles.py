@@ -60,7 +60,8 @@ def test_an_object_shorter_than_listed_is_never_shown(tmp_path):
     assert "changed since it was listed" in seen["errors"][0]
 
 
-@pytest.mark.parametrize("how, error", [("deleted", "FileNotFoundError"), ("replaced", "FileExpired")])
+@pytest.mark.parametrize("how, error", [("deleted", "FileNotFoundError"), ("replaced", "FileExpired"),
+                                        ("replaced-s3lite", "ObjectChanged")])
 def test_an_object_deleted_or_replaced_since_the_listing_fails_its_read_at_once(how, error, tmp_path):
     seen = scenario(how, tmp_path)
     assert seen["errno"] == "EIO" and seen["seconds"] < lazyfiles.RETRY_SECONDS / 2

@@ -128,3 +128,20 @@ def test_s3_listings_times_go_through_the_quick_parser(s3, monkeypatch):
     fs, path = uri.filesystem(f"{bucket}/a")
     (entry,) = fs.call_s3("list_objects_v2", Bucket="times")["Contents"]
     assert parsed == [entry["LastModified"]] and entry["LastModified"].endswith("Z")
+
+
+@pytest.mark.parametrize("text", ["s3://b/k", "s3a://b/k", "file:///x/y", "local:///x", "/abs/x", "rel/x", "c://x",
+                                  "data:abc", "s3:/b/k", "memory://x", "simplecache::s3://b/k", "://x", ""])
+def test_a_scheme_is_read_as_fsspec_reads_it_without_importing_it(text):
+    from fsspec.core import split_protocol
+
+    assert uri._protocol(text) == split_protocol(text)[0]
+
+
+def test_a_local_uri_names_its_path_without_fsspec():
+    code = ("import sys; from shipyard.storage import uri; "
+            "assert uri.is_local('file:///x/a.tar.gz') and uri.local_path('file:///x/a.tar.gz') == '/x/a.tar.gz'; "
+            "assert uri.local_path('/x/a') == '/x/a' and uri.local_path('rel/a') == 'rel/a'; "
+            "print('fsspec' in sys.modules)")
+    out = os.popen(f'{sys.executable} -c "{code}"').read().strip()
+    assert out == "False"

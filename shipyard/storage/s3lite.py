@@ -22,6 +22,7 @@ import hmac
 import http.client
 import os
 import random
+import ssl
 import threading
 import time
 import urllib.parse
@@ -167,9 +168,7 @@ class Client:
             return connection, False
         timeout = settings.s3_read_timeout() or READ_SECONDS
         if self.endpoint.scheme == "https":
-            import ssl
-
-            context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
+            context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or _ca_bundle())
             connection = http.client.HTTPSConnection(self.endpoint.netloc, timeout=timeout, context=context)
         else:
             connection = http.client.HTTPConnection(self.endpoint.netloc, timeout=timeout)
@@ -184,7 +183,7 @@ class Client:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return self._send(method, bucket, key, query or {}, extra or {})
-            except _Transient:
+            except Unavailable:
                 if attempt == ATTEMPTS:
                     raise
                 time.sleep(BACKOFF * 2 ** (attempt - 1) * random.uniform(0.5, 1.0))
@@ -211,7 +210,8 @@ class Client:
                 self._local.connection = None
                 if not new:   # the endpoint closed a kept-alive connection: a new one at once, as botocore
                     continue
-                raise _Transient(errno.EIO, f"{method} {where}: {type(exc).__name__}: {exc}") from exc
+                failed = OSError if isinstance(exc, ssl.SSLCertVerificationError) else Unavailable
+                raise failed(errno.EIO, f"{method} {where}: {type(exc).__name__}: {exc}") from exc
         if response.will_close:
             connection.close()
             self._local.connection = None
@@ -224,12 +224,13 @@ class Client:
             raise ObjectChanged(errno.ESTALE, f"{code}: {where} changed since it was listed")
         if response.status == 403:
             raise PermissionError(errno.EACCES, f"{code}: {where}")
-        failed = _Transient if response.status == 429 or response.status >= 500 else OSError
+        failed = Unavailable if response.status == 429 or response.status >= 500 else OSError
         raise failed(errno.EIO, f"{method} {where}: HTTP {response.status} {code}")
 
 
-class _Transient(OSError):
-    """No answer, or one worth asking again (429, 5xx)."""
+class Unavailable(OSError):
+    """The endpoint did not answer, or answered 429 or 5xx: worth asking again (a certificate it cannot
+    prove is not)."""
 
 
 class Listed:
@@ -256,6 +257,15 @@ class Listed:
 
     def __exit__(self, *exc) -> None:
         pass
+
+
+def _ca_bundle() -> str | None:
+    """The certificates botocore trusts without AWS_CA_BUNDLE: certifi's where it is installed."""
+    try:
+        import certifi
+    except ImportError:
+        return None
+    return certifi.where()
 
 
 def _error_code(body: bytes) -> str | None:

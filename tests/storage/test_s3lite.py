@@ -1,10 +1,15 @@
 """storage/s3lite.py: S3 reads without botocore, signed as botocore signs them and answering as s3fs does."""
 
+import contextlib
 import datetime
 import http.client
+import ipaddress
+import socket
+import ssl
 import subprocess
-import threading
 import sys
+import threading
+import time
 import urllib.parse
 
 import pytest
@@ -135,3 +140,77 @@ def test_an_endpoint_answering_503_is_asked_again_and_a_404_is_not(s3_proxy, s3)
     with pytest.raises(FileNotFoundError):
         fs.read_range("again/missing", 0, 1, "")
     assert len(s3_proxy.requests) == 1
+
+
+def _self_signed(directory):
+    """A certificate for 127.0.0.1 and its key, as PEM files in `directory`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                          serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+    return directory / "cert.pem", directory / "key.pem"
+
+
+@pytest.fixture
+def tls_endpoint(s3_server, tmp_path):
+    """moto behind a TLS front on 127.0.0.1 (a self-signed certificate): its https:// URL and the certificate."""
+    cert, key = _self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    upstream = urllib.parse.urlsplit(s3_server)
+
+    def pump(source, sink):
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for end in (source, sink):
+            end.close()
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = listener.accept()
+                try:
+                    client = context.wrap_socket(client, server_side=True)
+                except (OSError, ssl.SSLError):   # a client that refused the certificate
+                    client.close()
+                    continue
+                backend = socket.create_connection((upstream.hostname, upstream.port))
+                threading.Thread(target=pump, args=(client, backend), daemon=True).start()
+                threading.Thread(target=pump, args=(backend, client), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}", cert
+    listener.close()
+
+
+def test_an_https_endpoint_with_its_ca_bundle_and_without(s3, tls_endpoint, monkeypatch):
+    endpoint, cert = tls_endpoint
+    bucket = s3.bucket("tls")
+    s3.put(f"{bucket}/d/a key", b"over TLS")
+    monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+    fs, root, _, objects = transfer.listing(f"{bucket}/d", uri.reader)
+    assert isinstance(fs, s3lite.Client) and list(objects) == ["a key"]
+    assert transfer.read_listed(fs, "tls/d/a key", 8, objects["a key"][1], 0, 8) == b"over TLS"
+    monkeypatch.delenv("AWS_CA_BUNDLE")   # botocore's default trust: a self-signed certificate is refused
+    untrusted, _ = uri.reader(f"{bucket}/d")
+    started = time.monotonic()
+    with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED") as refused:
+        untrusted.read_range("tls/d/a key", 0, 8, "")
+    assert not isinstance(refused.value, s3lite.Unavailable) and time.monotonic() - started < 1   # not asked again

@@ -32,7 +32,6 @@ from shipyard import settings
 
 PROTOCOLS = ("s3", "s3a")
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()   # the payload of every request sent here
-_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 READ_SECONDS = 60.0   # botocore's timeouts, unless SHIPYARD_S3_READ_TIMEOUT says otherwise
 ATTEMPTS = 5          # botocore's (legacy retry mode) for a request without an answer, or with 429 or 5xx
 BACKOFF = 0.1         # seconds before the second attempt, doubled before each next one (with jitter)
@@ -116,11 +115,12 @@ class Client:
             query["continuation-token"] = request["ContinuationToken"]
         body = self._request("GET", request["Bucket"], "", query)[2]
         root = ElementTree.fromstring(body)
-        contents = [{"Key": urllib.parse.unquote_plus(item.findtext(f"{_NS}Key", "")),
-                     "Size": int(item.findtext(f"{_NS}Size", "0")), "ETag": item.findtext(f"{_NS}ETag", "")}
-                    for item in root.iter(f"{_NS}Contents")]
-        return {"Contents": contents, "IsTruncated": root.findtext(f"{_NS}IsTruncated") == "true",
-                "NextContinuationToken": root.findtext(f"{_NS}NextContinuationToken")}
+        ns = root.tag[:root.tag.find("}") + 1]   # S3's namespace, or none (some compatible stores)
+        contents = [{"Key": urllib.parse.unquote_plus(item.findtext(f"{ns}Key", "")),
+                     "Size": int(item.findtext(f"{ns}Size", "0")), "ETag": item.findtext(f"{ns}ETag", "")}
+                    for item in root.iter(f"{ns}Contents")]
+        return {"Contents": contents, "IsTruncated": root.findtext(f"{ns}IsTruncated") == "true",
+                "NextContinuationToken": root.findtext(f"{ns}NextContinuationToken")}
 
     def info(self, path: str) -> dict:
         bucket, key, _ = self.split_path(path)

@@ -214,3 +214,12 @@ def test_an_https_endpoint_with_its_ca_bundle_and_without(s3, tls_endpoint, monk
     with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED") as refused:
         untrusted.read_range("tls/d/a key", 0, 8, "")
     assert not isinstance(refused.value, s3lite.Unavailable) and time.monotonic() - started < 1   # not asked again
+
+
+def test_a_listing_without_s3s_namespace_is_read_too(monkeypatch):
+    client = s3lite.Client("http://127.0.0.1:9", "us-east-1", "a", "b", None)
+    body = (b'<ListBucketResult><Contents><Key>a%2Bb+c</Key><Size>3</Size><ETag>"e"</ETag></Contents>'
+            b'<IsTruncated>true</IsTruncated><NextContinuationToken>t</NextContinuationToken></ListBucketResult>')
+    monkeypatch.setattr(client, "_request", lambda *args, **kwargs: (200, {}, body))
+    assert client.call_s3("list_objects_v2", Bucket="b", Prefix="") == {
+        "Contents": [{"Key": "a+b c", "Size": 3, "ETag": '"e"'}], "IsTruncated": True, "NextContinuationToken": "t"}

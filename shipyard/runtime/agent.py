@@ -235,7 +235,7 @@ class Agent:
         if isinstance(self.mounts, Exception):
             error, self.mounts = self.mounts, []
             raise error
-        if self.mounts is None and any(c.input_mode == "FastFile" for c in self.config.channels):
+        if self.mounts is None and self._in_mode("FastFile"):
             from shipyard.runtime import fastfile
 
             self.mounts = fastfile.mount_channels(self.config, self.log_fd, self.sealed, lazy=False)
@@ -247,10 +247,14 @@ class Agent:
         for mount in [*(self.mounts or []), *(self.lazy.result() if self.lazy else [])]:
             self.say(f"channel {mount.channel}: mounted (FastFile, {mount.kind})")
 
+    def _in_mode(self, mode: str) -> list:
+        """This instance's channels in input mode `mode` (a mode's modules are imported only when some are)."""
+        return [c for c in self.config.channels if c.input_mode == mode]
+
     def _start_lazy_files(self) -> None:
         """Lazy files list their channels and make their files while the code comes (a cold instance makes
         their groups and views here, a warm one's job made them before it dropped its capabilities)."""
-        if not any(c.input_mode == "FastFile" for c in self.config.channels):
+        if not self._in_mode("FastFile"):
             return
         from shipyard.runtime import fastfile
 
@@ -269,7 +273,7 @@ class Agent:
         return tuple(group for group, _, _ in (self.sealed or {}).values())
 
     def _start_streams(self) -> None:
-        channels = [c for c in self.config.channels if c.input_mode == "Pipe"]
+        channels = self._in_mode("Pipe")
         if channels:   # imported only then: 0.012 s of every other cold start
             from shipyard.runtime import pipe
 
@@ -414,7 +418,7 @@ class Agent:
     # -- the whole run ------------------------------------------------------------------------
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        if not self.config.sandboxed and any(c.input_mode == "FastFile" for c in self.config.channels):
+        if not self.config.sandboxed and self._in_mode("FastFile"):
             from shipyard.runtime import namespace
 
             namespace.private_mounts()   # before any thread; the mounts then go with this instance

@@ -42,11 +42,9 @@ class ObjectChanged(OSError):
     """An object is no longer what its listing said (its ETag refused by If-Match: 412), as s3fs's FileExpired."""
 
 
-def client(uri: str) -> Client | None:
-    """A Client for `uri`'s bucket where this module serves it (see above), else None."""
-    from shipyard.storage.uri import s3_endpoint
-
-    endpoint = s3_endpoint()
+def client(uri: str, endpoint: str | None) -> Client | None:
+    """A Client for `uri`'s bucket on `endpoint` (uri.s3_endpoint's) where this module serves it (see above),
+    else None."""
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     proxied = any(map(os.environ.get, _PROXIES))
     if uri.partition("://")[0] not in PROTOCOLS or not (endpoint and key and secret) or proxied:

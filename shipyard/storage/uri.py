@@ -118,7 +118,7 @@ def reader(uri: str):
     filesystem(uri)."""
     from shipyard.storage import s3lite
 
-    quick = s3lite.client(uri)
+    quick = s3lite.client(uri, s3_endpoint())
     if quick is None:
         return filesystem(uri)
     return quick, uri.split("://", 1)[1]

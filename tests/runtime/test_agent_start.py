@@ -11,13 +11,14 @@ import tarfile
 PROBE = """
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import MethodType, SimpleNamespace
 
 from shipyard.runtime.agent import Agent
 
 code, instance, archive = map(Path, sys.argv[1:4])
 host = SimpleNamespace(layout=SimpleNamespace(code_dir=code), say=print, config=SimpleNamespace(
     algorithm=None, instance_dir=str(instance), channels=()))
+host._in_mode = MethodType(Agent._in_mode, host)
 Agent.fetch_code(host, SimpleNamespace(module_dir=f"file://{archive}"))
 Agent._start_streams(host)
 Agent._start_lazy_files(host)

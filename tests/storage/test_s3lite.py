@@ -49,15 +49,15 @@ def test_client_only_where_it_serves(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
-    assert s3lite.client("s3://b/k") is None                # AWS itself: s3fs (bucket regions, redirects)
+    assert s3lite.client("s3://b/k", uri.s3_endpoint()) is None   # AWS itself: s3fs (bucket regions, redirects)
     monkeypatch.setenv("SHIPYARD_S3_ENDPOINT_URL", "http://127.0.0.1:9")
-    assert isinstance(s3lite.client("s3://b/k"), s3lite.Client)
-    assert s3lite.client("file:///tmp/x") is None
+    assert isinstance(s3lite.client("s3://b/k", uri.s3_endpoint()), s3lite.Client)
+    assert s3lite.client("file:///tmp/x", uri.s3_endpoint()) is None
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
-    assert s3lite.client("s3://b/k") is None                # botocore's proxies
+    assert s3lite.client("s3://b/k", uri.s3_endpoint()) is None   # botocore's proxies
     monkeypatch.delenv("HTTPS_PROXY")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    assert s3lite.client("s3://b/k") is None                # a profile or a role: botocore's chain
+    assert s3lite.client("s3://b/k", uri.s3_endpoint()) is None   # a profile or a role: botocore's chain
     assert uri.reader("s3://b/k")[0].__class__.__name__ == "S3FileSystem"
 
 
